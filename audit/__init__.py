@@ -1,0 +1,1 @@
+"""Append-only, hash-chained, keyed audit trail (DESIGN.md section 9)."""

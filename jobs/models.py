@@ -1,0 +1,97 @@
+"""Job and JobEvent. A job's state only changes through `jobs.states.transition`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from tenants.scoping import TenantOwned
+
+
+class State(models.TextChoices):
+    QUEUED = "QUEUED"
+    ADMITTED = "ADMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    PREEMPTED = "PREEMPTED"
+    NODE_FAILED = "NODE_FAILED"
+
+
+TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+ACTIVE_STATES = frozenset(set(State) - TERMINAL_STATES)
+
+
+class Job(TenantOwned):
+    """A GPU job: its spec as submitted, where it stands, and why it waits."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    queue = models.ForeignKey("quotas.Queue", on_delete=models.PROTECT, related_name="jobs")
+    gpu_type = models.ForeignKey("quotas.GpuType", on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=40)
+    image = models.CharField(max_length=255)
+    command = models.JSONField(default=list)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    gpus_per_node = models.PositiveIntegerField()
+    nodes = models.PositiveIntegerField(default=1)
+    cpu = models.DecimalField(max_digits=7, decimal_places=3)
+    memory = models.CharField(max_length=32)
+    max_runtime = models.PositiveIntegerField(help_text="Seconds.")
+
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
+    state_reason = models.CharField(max_length=255, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    exit_code = models.IntegerField(null=True, blank=True)
+    placement = models.JSONField(default=dict, blank=True)
+    pending_code = models.CharField(max_length=32, blank=True)
+    pending_message = models.CharField(max_length=255, blank=True)
+    pending_figures = models.JSONField(default=dict, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    estimated_start_latest = models.DateTimeField(null=True, blank=True)
+    cloned_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["team", "state"]),
+            models.Index(fields=["state", "submitted_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk}, {self.state})"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+class JobEvent(TenantOwned):
+    """One state transition of a job, with the reason it happened."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=12, choices=State.choices, blank=True)
+    to_state = models.CharField(max_length=12, choices=State.choices)
+    reason = models.CharField(max_length=255)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state or '-'} → {self.to_state}"

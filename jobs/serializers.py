@@ -1,0 +1,82 @@
+"""How a job looks in the API: its spec (environment masked) plus where it stands."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from jobs.models import Job, JobEvent
+from jobs.spec import masked_env
+
+
+class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    class Meta:
+        model = JobEvent
+        fields = ["from_state", "to_state", "reason", "at"]
+
+
+class JobSerializer(serializers.ModelSerializer[Job]):
+    team = serializers.CharField(source="team.slug")
+    owner = serializers.CharField(source="owner.username")
+    queue = serializers.CharField(source="queue.name")
+    gpu_type = serializers.CharField(source="gpu_type.name")
+    env = serializers.SerializerMethodField()
+    cpu = serializers.CharField()
+    reason = serializers.SerializerMethodField()
+    estimated_start = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "team",
+            "queue",
+            "image",
+            "command",
+            "args",
+            "env",
+            "gpu_type",
+            "gpus_per_node",
+            "nodes",
+            "cpu",
+            "memory",
+            "max_runtime",
+            "state",
+            "state_reason",
+            "owner",
+            "submitted_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "placement",
+            "reason",
+            "estimated_start",
+            "exit_code",
+            "cloned_from",
+        ]
+        read_only_fields = fields
+
+    def get_env(self, job: Job) -> dict[str, str]:
+        return masked_env(job.env)
+
+    def get_reason(self, job: Job) -> dict[str, Any] | None:
+        if not job.pending_code:
+            return None
+        return {
+            "code": job.pending_code,
+            "message": job.pending_message,
+            "figures": job.pending_figures,
+        }
+
+    def get_estimated_start(self, job: Job) -> dict[str, Any] | None:
+        if job.estimated_start is None:
+            return None
+        return {"earliest": job.estimated_start, "latest": job.estimated_start_latest}
+
+
+class JobDetailSerializer(JobSerializer):
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "events"]
+        read_only_fields = fields

@@ -1,0 +1,121 @@
+"""Pages: dashboard, job list, submit form, job detail, cancel and clone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs.access import access_job, can_change_job
+from jobs.actions import cancel_job, clone_job, submit_job
+from jobs.forms import JobForm
+from jobs.models import ACTIVE_STATES, Job, State
+from jobs.spec import SpecError, masked_env, parse_spec
+from jobs.usage import usage_against_quota
+from quotas.models import GpuType
+from tenants.access import access_team
+from tenants.models import Membership, Team
+
+
+def _my_teams(user: Any) -> list[Team]:
+    return [m.team for m in Membership.unscoped.filter(user=user).select_related("team")]
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    teams = _my_teams(request.user)
+    active = (
+        Job.objects.for_user(request.user)
+        .filter(owner=request.user, state__in=ACTIVE_STATES)
+        .select_related("team", "queue", "gpu_type")[:20]
+    )
+    return render(
+        request,
+        "jobs/dashboard.html",
+        {"jobs": active, "usage": usage_against_quota(teams), "teams": teams},
+    )
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    jobs = Job.objects.for_user(request.user).select_related("team", "owner", "queue", "gpu_type")
+    state = request.GET.get("state", "")
+    if state in State.values:
+        jobs = jobs.filter(state=state)
+    if team := request.GET.get("team"):
+        jobs = jobs.filter(team__slug=team)
+    if request.GET.get("mine"):
+        jobs = jobs.filter(owner=request.user)
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"page": page, "states": State.values, "state": state, "query": query.urlencode()}
+    return render(request, "jobs/list.html", context)
+
+
+def _form(request: HttpRequest, data: Any = None, initial: Any = None) -> JobForm:
+    teams = [t.slug for t in _my_teams(request.user)]
+    gpu_types = list(GpuType.objects.values_list("name", flat=True))
+    return JobForm(data, initial=initial, teams=teams, gpu_types=gpu_types)
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render(request, "jobs/new.html", {"form": _form(request)})
+    form = _form(request, request.POST)
+    if form.is_valid():
+        try:
+            spec = parse_spec(form.spec_data())
+            team = access_team(request.user, spec.team or form.cleaned_data["team"])
+            job = submit_job(team, spec, acting_user=request.user)  # type: ignore[arg-type]
+        except SpecError as exc:
+            for field, message in exc.errors.items():
+                form.add_error(None, f"{field}: {message}")
+        else:
+            messages.success(request, f"Job {job.name} submitted (#{job.pk}).")
+            return redirect("job-detail", job_id=job.pk)
+    return render(request, "jobs/new.html", {"form": form}, status=400)
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = access_job(request.user, job_id)
+    context = {
+        "job": job,
+        "env": masked_env(job.env),
+        "events": job.events.all(),
+        "can_change": can_change_job(request.user, job),
+    }
+    return render(request, "jobs/detail.html", context)
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = access_job(request.user, job_id, write=True)
+    try:
+        cancel_job(job, acting_user=request.user)  # type: ignore[arg-type]
+        messages.success(request, f"Job {job.name} cancelled.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_clone(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = access_job(request.user, job_id, write=True)
+    try:
+        clone = clone_job(job, acting_user=request.user)  # type: ignore[arg-type]
+    except SpecError as exc:
+        messages.error(request, str(exc))
+        return redirect("job-detail", job_id=job.pk)
+    messages.success(request, f"Cloned as #{clone.pk}.")
+    return redirect("job-detail", job_id=clone.pk)

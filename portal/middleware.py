@@ -1,0 +1,55 @@
+"""Per-request context: a request id (echoed in X-Request-ID and logs) and the client address.
+
+Actions read them through `current_request_context()` so the audit trail records who asked from
+where without every call site passing the request down.
+"""
+
+import logging
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    request_id: str
+    ip: str | None
+
+
+_context: ContextVar[RequestContext | None] = ContextVar("request_context", default=None)
+
+
+def current_request_context() -> RequestContext | None:
+    return _context.get()
+
+
+def _request_id(request: HttpRequest) -> str:
+    given = request.headers.get("X-Request-ID", "")
+    if given and len(given) <= 64 and given.replace("-", "").isalnum():
+        return given
+    return uuid.uuid4().hex
+
+
+class RequestContextMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        context = RequestContext(_request_id(request), request.META.get("REMOTE_ADDR"))
+        token = _context.set(context)
+        try:
+            response = self.get_response(request)
+        finally:
+            _context.reset(token)
+        response["X-Request-ID"] = context.request_id
+        return response
+
+
+class RequestIdLogFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = _context.get()
+        record.request_id = context.request_id if context else "-"
+        return True

@@ -1,0 +1,38 @@
+"""Page URLs of every app, in one list so the isolation test can walk them."""
+
+from django.urls import path
+
+from audit import views as audit_views
+from jobs import views as job_views
+from quotas import views as quota_views
+from tenants import views as team_views
+
+urlpatterns = [
+    path("", job_views.dashboard, name="dashboard"),
+    path("jobs/", job_views.job_list, name="job-list"),
+    path("jobs/new/", job_views.job_new, name="job-new"),
+    path("jobs/<int:job_id>/", job_views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", job_views.job_cancel, name="job-cancel"),
+    path("jobs/<int:job_id>/clone/", job_views.job_clone, name="job-clone"),
+    path("teams/<slug:slug>/", team_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/members/", team_views.member_add, name="member-add"),
+    path(
+        "teams/<slug:slug>/members/<str:username>/",
+        team_views.member_change,
+        name="member-change",
+    ),
+    path("teams/<slug:slug>/queues/", quota_views.queue_save, name="queue-save"),
+    path(
+        "teams/<slug:slug>/queues/<int:queue_id>/delete/",
+        quota_views.queue_delete,
+        name="queue-delete",
+    ),
+    path("teams/<slug:slug>/quotas/", quota_views.subteam_quota_save, name="subteam-quota"),
+    path("profile/", team_views.profile, name="profile"),
+    path("profile/tokens/<str:prefix>/revoke/", team_views.token_revoke, name="token-revoke"),
+    path("audit/", audit_views.audit_list, name="audit-list"),
+    path("audit/export.csv", audit_views.audit_export, name="audit-export"),
+    path("manage/teams/", team_views.manage_teams, name="manage-teams"),
+    path("manage/gpu-types/", quota_views.manage_gpu_types, name="manage-gpu-types"),
+    path("manage/quotas/", quota_views.manage_quotas, name="manage-quotas"),
+]

@@ -1,0 +1,41 @@
+"""URL map: pages, the REST API under /api/v1/, its schema and docs, and the Django admin."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from audit.api import AuditViewSet
+from jobs.api import JobViewSet
+from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
+from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
+
+router = DefaultRouter()
+router.register("teams", TeamViewSet, basename="team")
+router.register("gpu-types", GpuTypeViewSet, basename="gpu-type")
+router.register("quotas", QuotaViewSet, basename="quota")
+router.register("queues", QueueViewSet, basename="queue")
+router.register("jobs", JobViewSet, basename="job")
+router.register("audit", AuditViewSet, basename="audit")
+
+members = MemberViewSet.as_view({"get": "list", "post": "create"})
+member = MemberViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"})
+
+api_v1 = [
+    path("teams/<slug:team_slug>/members/", members, name="team-members"),
+    path("teams/<slug:team_slug>/members/<str:username>/", member, name="team-member"),
+    path("me/", MeView.as_view(), name="me"),
+    path("auth/token/", TokenView.as_view(), name="auth-token"),
+    *router.urls,
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", include("portal.pages")),
+]

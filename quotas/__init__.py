@@ -1,0 +1,1 @@
+"""GPU types (resource flavours), quotas per team and type, member caps and priority queues."""

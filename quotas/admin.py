@@ -1,0 +1,70 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from portal.admin_base import UnscopedAdmin
+from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
+from quotas.models import GpuType, Queue, Quota
+
+
+@admin.register(GpuType)
+class GpuTypeAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "product_label", "memory_gb", "gpus_per_node", "price_per_gpu_hour"]
+
+    def save_model(self, request: HttpRequest, obj: GpuType, form: Any, change: bool) -> None:
+        saved = save_gpu_type(
+            acting_user=request.user,  # type: ignore[arg-type]
+            instance=GpuType.objects.get(pk=obj.pk) if change else None,
+            name=obj.name,
+            product_label=obj.product_label,
+            memory_gb=obj.memory_gb,
+            gpus_per_node=obj.gpus_per_node,
+            price_per_gpu_hour=obj.price_per_gpu_hour,
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(Quota)
+class QuotaAdmin(UnscopedAdmin):
+    list_display = ["team", "gpu_type", "guaranteed", "limit"]
+    list_filter = ["gpu_type"]
+
+    def save_model(self, request: HttpRequest, obj: Quota, form: Any, change: bool) -> None:
+        saved = set_quota(
+            obj.team,
+            obj.gpu_type,
+            guaranteed=obj.guaranteed,
+            limit=obj.limit,
+            acting_user=request.user,  # type: ignore[arg-type]
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Quota) -> None:
+        delete_quota(obj, acting_user=request.user)  # type: ignore[arg-type]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is not None and super().has_delete_permission(request, obj)
+
+
+@admin.register(Queue)
+class QueueAdmin(UnscopedAdmin):
+    list_display = ["team", "name", "priority", "preemptible", "max_runtime"]
+
+    def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
+        saved = save_queue(
+            obj.team,
+            acting_user=request.user,  # type: ignore[arg-type]
+            instance=Queue.unscoped.get(pk=obj.pk) if change else None,
+            name=obj.name,
+            priority=obj.priority,
+            preemptible=obj.preemptible,
+            max_runtime=obj.max_runtime,
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Queue) -> None:
+        delete_queue(obj, acting_user=request.user)  # type: ignore[arg-type]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is not None and super().has_delete_permission(request, obj)

@@ -1,0 +1,137 @@
+"""State changes for teams, memberships and API tokens; each writes one audit event."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from audit.fields import fields_of
+from audit.record import record
+from tenants.models import ApiToken, Membership, Role, Team
+from tenants.tokens import issue_token
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+TEAM_FIELDS = ("slug", "name", "parent_id", "fair_share_weight", "image_allowlist")
+
+
+def save_team(
+    *,
+    acting_user: User,
+    slug: str,
+    name: str,
+    parent: Team | None = None,
+    fair_share_weight: float = 1.0,
+    image_allowlist: str = "",
+    instance: Team | None = None,
+) -> Team:
+    """Create a team (platform admins) or change one."""
+    with transaction.atomic():
+        if parent is not None and parent.parent_id is not None:
+            raise ValidationError({"parent": f"{parent.slug} is itself a sub-team; nest one level"})
+        if instance is not None and parent is not None and parent.pk == instance.pk:
+            raise ValidationError({"parent": "a team cannot be its own department"})
+        before = fields_of(instance, *TEAM_FIELDS)
+        team = instance or Team()
+        team.slug, team.name, team.parent = slug, name, parent
+        team.fair_share_weight, team.image_allowlist = fair_share_weight, image_allowlist
+        team.full_clean()
+        team.save()
+        record(
+            "team.update" if instance else "team.create",
+            actor=acting_user,
+            team=team,
+            target=team,
+            before=before,
+            after=fields_of(team, *TEAM_FIELDS),
+        )
+    return team
+
+
+def add_member(team: Team, user: User, *, role: str, acting_user: User) -> Membership:
+    with transaction.atomic():
+        if Membership.objects.for_team(team).filter(user=user).exists():
+            raise ValidationError({"username": f"{user.get_username()} is already in {team.slug}"})
+        if role not in Role.values:
+            raise ValidationError({"role": f"must be one of {', '.join(Role.values)}"})
+        found = Membership.objects.create(team=team, user=user, role=role)
+        record(
+            "member.add",
+            actor=acting_user,
+            team=team,
+            target=found,
+            after={"user": user.get_username(), "role": role},
+        )
+    return found
+
+
+def set_role(membership: Membership, role: str, *, acting_user: User) -> Membership:
+    with transaction.atomic():
+        if role not in Role.values:
+            raise ValidationError({"role": f"must be one of {', '.join(Role.values)}"})
+        before = {"user": membership.user.get_username(), "role": membership.role}
+        membership.role = role
+        membership.save(update_fields=["role"])
+        record(
+            "member.role",
+            actor=acting_user,
+            team=membership.team,
+            target=membership,
+            before=before,
+            after={"user": membership.user.get_username(), "role": role},
+        )
+    return membership
+
+
+def remove_member(membership: Membership, *, acting_user: User) -> None:
+    from quotas.models import MemberCap
+
+    with transaction.atomic():
+        record(
+            "member.remove",
+            actor=acting_user,
+            team=membership.team,
+            target=membership,
+            before={"user": membership.user.get_username(), "role": membership.role},
+        )
+        MemberCap.objects.for_team(membership.team).filter(user=membership.user).delete()
+        membership.delete()
+
+
+def create_token(user: User, name: str) -> tuple[ApiToken, str]:
+    """Issue a personal API token; the raw value is returned once."""
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise ValidationError({"name": "must be 1-100 characters"})
+    with transaction.atomic():
+        token, raw = issue_token(user, name)
+        record(
+            "token.create",
+            actor=user,
+            team=None,
+            target=token,
+            after={"name": name, "prefix": token.prefix},
+        )
+    return token, raw
+
+
+def revoke_token(token: ApiToken, *, acting_user: User) -> None:
+    with transaction.atomic():
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        record(
+            "token.revoke",
+            actor=acting_user,
+            team=None,
+            target=token,
+            before={"name": token.name, "prefix": token.prefix},
+        )
+
+
+def record_login(user: User) -> None:
+    with transaction.atomic():
+        record("auth.login", actor=user, team=None, target=user)

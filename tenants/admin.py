@@ -1,0 +1,54 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from portal.admin_base import UnscopedAdmin
+from tenants.actions import add_member, remove_member, save_team, set_role
+from tenants.models import ApiToken, Membership, Team
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["slug", "name", "parent", "fair_share_weight"]
+    search_fields = ["slug", "name"]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        saved = save_team(
+            acting_user=request.user,  # type: ignore[arg-type]
+            instance=Team.objects.get(pk=obj.pk) if change else None,
+            slug=obj.slug,
+            name=obj.name,
+            parent=obj.parent,
+            fair_share_weight=obj.fair_share_weight,
+            image_allowlist=obj.image_allowlist,
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(Membership)
+class MembershipAdmin(UnscopedAdmin):
+    list_display = ["team", "user", "role"]
+    list_filter = ["role", "team"]
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        actor: Any = request.user
+        if change:
+            set_role(Membership.unscoped.get(pk=obj.pk), obj.role, acting_user=actor)
+        else:
+            obj.pk = add_member(obj.team, obj.user, role=obj.role, acting_user=actor).pk
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        remove_member(obj, acting_user=request.user)  # type: ignore[arg-type]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is not None and super().has_delete_permission(request, obj)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["user", "name", "prefix", "key_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,95 @@
+"""Team (the tenant), Membership (member or lead) and personal API tokens."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from tenants.scoping import TenantOwned
+
+SLUG_VALIDATOR = RegexValidator(
+    r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$",
+    "must be 1-32 lowercase letters, digits or '-', starting and ending with a letter or digit",
+)
+
+
+class Team(models.Model):
+    """A tenant. A team with a parent belongs to that department (a cohort sharing idle quota)."""
+
+    slug = models.CharField(max_length=32, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=100)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    fair_share_weight = models.FloatField(default=1.0)
+    image_allowlist = models.TextField(
+        blank=True,
+        help_text="Image prefixes allowed for this team's jobs, one per line; empty allows any.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def namespace(self) -> str:
+        return f"{settings.NAMESPACE_PREFIX}-{self.slug}"
+
+    def allowed_image_prefixes(self) -> list[str]:
+        return [line.strip() for line in self.image_allowlist.splitlines() if line.strip()]
+
+
+class Role(models.TextChoices):
+    MEMBER = "member", "Member"
+    LEAD = "lead", "Lead"
+
+
+class Membership(TenantOwned):
+    """A user's place in a team. Leads manage the team; platform admins are Django staff."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")
+        ]
+        ordering = ["team__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+    @property
+    def is_lead(self) -> bool:
+        return self.role == Role.LEAD
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only its SHA-256 is stored; the token is shown once at creation."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

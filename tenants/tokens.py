@@ -1,0 +1,83 @@
+"""Personal API tokens: `gpt_<prefix>_<secret>`, stored as SHA-256, sent as `Bearer` tokens.
+
+The token has 256 bits of randomness, so a plain SHA-256 (not a slow password hash) is the right
+store: it cannot be brute-forced and it keeps authentication to one indexed lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from tenants.models import ApiToken
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+# Writing last_used_at on every request would turn every read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def issue_token(user: User, name: str) -> tuple[ApiToken, str]:
+    """Create a token; the raw value is returned once and never stored."""
+    prefix = secrets.token_hex(4)
+    raw = f"{settings.API_TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(user=user, name=name, prefix=prefix, key_hash=hash_token(raw))
+    return token, raw
+
+
+def authenticate_raw(raw: str) -> ApiToken | None:
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=hash_token(raw), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        if not header:
+            return None
+        keyword, _, raw = header.partition(" ")
+        if keyword not in (self.keyword, "Token"):
+            return None
+        token = authenticate_raw(raw.strip())
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """Limits each API token; session clients are limited by the web server in front."""
+
+    scope = "token"
+
+    def get_cache_key(self, request: Request, view: object) -> str | None:
+        if not isinstance(request.auth, ApiToken):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.prefix}
