@@ -1,0 +1,1 @@
+"""Node agent: reads GPUs through pynvml and posts samples (standalone: no Django)."""

@@ -1,0 +1,125 @@
+"""Simulated GPUs whose readings follow the pods placed on them and the faults injected.
+
+Readings are computed from the clock when asked, so they need no background task; energy is
+integrated between reads. Everything is guarded by one lock per node, because NVML is read from
+the agent's threads while the simulation's loop places pods.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from kubesim.clock import Clock
+from kubesim.cluster import GpuProduct
+
+IDLE_WATTS = 70.0
+
+
+@dataclass
+class Workload:
+    """The pod using a GPU: mean utilisation (0-100) and when it started."""
+
+    pod_uid: str
+    util: float
+    started: float
+
+
+@dataclass
+class GpuFaults:
+    """Fault flags of one GPU; the NVML fake reports these as a real GPU would."""
+
+    lost: bool = False
+    thermal: bool = False
+    ecc_uncorrected: int = 0
+    ecc_corrected: int = 0
+    remap_pending: bool = False
+    remap_failed: bool = False
+    nvlink_down: set[int] = field(default_factory=set)
+
+
+@dataclass
+class SimGpu:
+    """One GPU of a node."""
+
+    node: str
+    index: int
+    product: GpuProduct
+    uuid: str
+    workload: Workload | None = None
+    faults: GpuFaults = field(default_factory=GpuFaults)
+    energy_mj: float = 0.0
+    energy_at: float = 0.0
+
+    def utilisation(self, now: float) -> int:
+        if self.workload is None:
+            return 0
+        wobble = 4.0 * math.sin((now - self.workload.started) / 7.0 + self.index)
+        return int(max(0.0, min(100.0, self.workload.util + wobble)))
+
+    def memory_used_bytes(self, now: float) -> int:
+        total = self.product.memory_mib * 2**20
+        if self.workload is None:
+            return 2 * 2**20
+        return int(total * min(0.95, 0.3 + 0.6 * self.workload.util / 100))
+
+    def temperature(self, now: float) -> int:
+        return int(32 + 0.45 * self.utilisation(now) + (55 if self.faults.thermal else 0))
+
+    def power_mw(self, now: float) -> int:
+        span = self.product.power_watts - IDLE_WATTS
+        watts = IDLE_WATTS + span * self.utilisation(now) / 100
+        return int(watts * 1000)
+
+    def energy(self, now: float) -> int:
+        """Total energy in mJ since the simulation began, integrated at each read."""
+        if now > self.energy_at:
+            self.energy_mj += self.power_mw(now) * (now - self.energy_at)
+            self.energy_at = now
+        return int(self.energy_mj)
+
+
+class NodeGpus:
+    """The GPUs of one node and its pending Xid events."""
+
+    def __init__(self, node: str, product: GpuProduct, count: int, clock: Clock) -> None:
+        self.node = node
+        self.clock = clock
+        self.lock = threading.RLock()
+        start = clock.now()
+        self.gpus = [
+            SimGpu(node, i, product, f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{node}/{i}')}",
+                   energy_at=start)
+            for i in range(count)
+        ]
+        self.xid_events: list[tuple[int, int, float]] = []  # (gpu index, xid, time)
+        self.xid_cond = threading.Condition(self.lock)
+
+    def healthy_count(self) -> int:
+        with self.lock:
+            return sum(1 for g in self.gpus if not g.faults.lost)
+
+    def allocate(self, pod_uid: str, count: int, util: float) -> list[int]:
+        """Pick free healthy GPUs for a pod (the device plugin's Allocate)."""
+        with self.lock:
+            free = [g for g in self.gpus if g.workload is None and not g.faults.lost][:count]
+            now = self.clock.now()
+            for gpu in free:
+                gpu.energy(now)
+                gpu.workload = Workload(pod_uid, util, now)
+            return [g.index for g in free]
+
+    def release(self, pod_uid: str) -> None:
+        with self.lock:
+            now = self.clock.now()
+            for gpu in self.gpus:
+                if gpu.workload is not None and gpu.workload.pod_uid == pod_uid:
+                    gpu.energy(now)
+                    gpu.workload = None
+
+    def post_xid(self, index: int, xid: int) -> None:
+        with self.lock:
+            self.xid_events.append((index, xid, self.clock.now()))
+            self.xid_cond.notify_all()

@@ -1,0 +1,164 @@
+"""The object store: one global resourceVersion, a bounded event history and live watchers.
+
+Stored objects are immutable dicts; each keeps its JSON once serialised, so lists and watch
+fan-out join cached bytes instead of re-encoding. Callers that want to change an object take a
+`copy()` (a JSON round trip, faster than deepcopy) and write it back with `update()`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.errors import expired
+
+Obj = dict[str, Any]
+Listener = Callable[[str, str, "Stored", "Stored | None"], None]
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class Stored:
+    """An object as committed at one resourceVersion, with its serialised form cached."""
+
+    __slots__ = ("_raw", "obj")
+
+    def __init__(self, obj: Obj) -> None:
+        self.obj = obj
+        self._raw: bytes | None = None
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = dumps(self.obj)
+        return self._raw
+
+    def copy(self) -> Obj:
+        result: Obj = json.loads(self.raw)
+        return result
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"].get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass
+class Change:
+    """One committed change, as history keeps it for watches that resume from a version."""
+
+    rv: int
+    resource: str
+    type: str
+    new: Stored
+    old: Stored | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    """A live watch: `deliver` is called synchronously for every change of its resource."""
+
+    resource: str
+    deliver: Callable[[Change], None]
+
+
+@dataclass
+class Store:
+    """All objects by resource key, namespace and name."""
+
+    history_size: int = 20000
+    rv: int = 1
+    data: dict[str, dict[str, dict[str, Stored]]] = field(default_factory=dict)
+    history: deque[Change] = field(default_factory=deque)
+    watchers: dict[str, set[Watcher]] = field(default_factory=dict)
+    listeners: list[Listener] = field(default_factory=list)
+    dependents: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)
+
+    def get(self, resource: str, namespace: str, name: str) -> Stored | None:
+        return self.data.get(resource, {}).get(namespace, {}).get(name)
+
+    def items(self, resource: str, namespace: str | None = None) -> Iterator[Stored]:
+        by_ns = self.data.get(resource, {})
+        if namespace is not None:
+            yield from by_ns.get(namespace, {}).values()
+            return
+        for objects in by_ns.values():
+            yield from objects.values()
+
+    def count(self, resource: str) -> int:
+        return sum(len(objs) for objs in self.data.get(resource, {}).values())
+
+    def put(self, resource: str, obj: Obj, type_: str) -> Stored:
+        """Commit a create or update: stamps the next resourceVersion."""
+        meta = obj["metadata"]
+        self.rv += 1
+        meta["resourceVersion"] = str(self.rv)
+        namespace = meta.get("namespace", "")
+        bucket = self.data.setdefault(resource, {}).setdefault(namespace, {})
+        old = bucket.get(meta["name"])
+        stored = Stored(obj)
+        bucket[meta["name"]] = stored
+        self._index_owners(resource, stored, old)
+        self._publish(Change(self.rv, resource, type_, stored, old))
+        return stored
+
+    def remove(self, resource: str, namespace: str, name: str) -> Stored:
+        """Delete for good; the DELETED event carries the last state at a new resourceVersion."""
+        bucket = self.data[resource][namespace]
+        old = bucket.pop(name)
+        if not bucket:
+            del self.data[resource][namespace]
+        obj = old.copy()
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        gone = Stored(obj)
+        self._index_owners(resource, None, old)
+        self._publish(Change(self.rv, resource, "DELETED", gone, old))
+        return gone
+
+    def dependents_of(self, uid: str) -> list[tuple[str, str, str]]:
+        return sorted(self.dependents.get(uid, ()))
+
+    def _index_owners(self, resource: str, new: Stored | None, old: Stored | None) -> None:
+        for stored, add in ((old, False), (new, True)):
+            if stored is None:
+                continue
+            key = (resource, stored.namespace, stored.name)
+            for ref in stored.obj["metadata"].get("ownerReferences") or ():
+                owners = self.dependents.setdefault(ref["uid"], set())
+                if add:
+                    owners.add(key)
+                else:
+                    owners.discard(key)
+                    if not owners:
+                        del self.dependents[ref["uid"]]
+
+    def _publish(self, change: Change) -> None:
+        self.history.append(change)
+        if len(self.history) > self.history_size:
+            self.history.popleft()
+        for listener in self.listeners:
+            listener(change.resource, change.type, change.new, change.old)
+        for watcher in list(self.watchers.get(change.resource, ())):
+            watcher.deliver(change)
+
+    def changes_since(self, resource: str, rv: int) -> list[Change]:
+        """History after `rv`, or 410 Expired when it has been compacted away."""
+        oldest = self.history[0].rv if self.history else self.rv + 1
+        if rv < oldest - 1 and rv < self.rv:
+            raise expired(f"too old resource version: {rv} ({oldest - 1})")
+        return [c for c in self.history if c.rv > rv and c.resource == resource]
+
+    def add_watcher(self, watcher: Watcher) -> None:
+        self.watchers.setdefault(watcher.resource, set()).add(watcher)
+
+    def remove_watcher(self, watcher: Watcher) -> None:
+        self.watchers.get(watcher.resource, set()).discard(watcher)

@@ -1,0 +1,1 @@
+"""Contract tests for kubesim, through the official client, kubectl and real pynvml."""
