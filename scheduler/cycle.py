@@ -1,0 +1,323 @@
+"""One scheduling cycle: walk the queue in policy order, admit what fits, reserve for the rest.
+
+The walk merges the heads of the per-team streams through a heap whose key is the cluster policy
+(stale keys are refreshed lazily when popped, since a team's share changes as it is served). For
+each job: quota, then placement now (possibly on GPUs lent from reservations that start after the
+job's runtime limit), then preemption, and otherwise a reservation (up to `max_reservations` per
+GPU type) so that later, smaller jobs only backfill where they do not delay it.
+
+With `explain` off (the simulator's cheap cycles) a stream is left after a refusal once nothing in
+it can start or preempt this cycle; the decisions are the same either way, only the pending
+explanations are skipped.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+from typing import Any
+
+from scheduler import preemption
+from scheduler.config import Policy, PolicyConfig
+from scheduler.decisions import Admission, Preemption, Reason, ReasonCode
+from scheduler.explain import capacity_reason, cordoned
+from scheduler.ledger import Ledger
+from scheduler.model import JobId, JobRequest, Placement, RunningJob, Snapshot
+from scheduler.placement import find_placement
+from scheduler.pool import NodePool
+from scheduler.queue import QueueIndex, Stream
+from scheduler.sweep import Sweep
+
+
+class Cycle:
+    def __init__(
+        self, snapshot: Snapshot, queue: QueueIndex, config: PolicyConfig, explain: bool
+    ) -> None:
+        self.snapshot, self.queue, self.config, self.explain = snapshot, queue, config, explain
+        self.now = snapshot.now
+        self.pools, self.unschedulable = _pools(snapshot, config)
+        capacity = {gpu_type: sum(pool.total.values()) for gpu_type, pool in self.pools.items()}
+        self.ledger = Ledger(snapshot, config, capacity)
+        self.start_counts = {t: pool.bucket_counts() for t, pool in self.pools.items()}
+        self.running: dict[str, list[RunningJob]] = {}
+        self.claims: dict[JobId, list[RunningJob]] = {}
+        for running in sorted(snapshot.running, key=lambda r: r.job.id):
+            self.running.setdefault(running.job.gpu_type, []).append(running)
+            if running.grace_until is not None and running.preempted_for is not None:
+                self.claims.setdefault(running.preempted_for, []).append(running)
+        self.admitted: dict[str, list[tuple[float, JobId, Placement]]] = {}
+        self.stopped: dict[JobId, float] = {}
+        self.started: list[RunningJob] = []
+        self.sweeps: dict[str, Sweep] = {}
+        self.reserved: dict[JobId, tuple[float, Placement]] = {}
+        self.reservations: dict[str, int] = {}
+        self.ahead: dict[str, int] = {}
+        self.victims: dict[str, list[RunningJob]] = {}
+        self.preempt_failed: dict[tuple[str, str], int] = {}
+        self.visited: list[JobRequest] = []
+        self.reasons: dict[JobId, Reason] = {}
+        self.admissions: list[Admission] = []
+        self.preemptions: list[Preemption] = []
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        cutoff = None
+        if self.config.starvation_after_s is not None:
+            cutoff = self.now - self.config.starvation_after_s
+        streams = self.queue.sorted_streams()
+        orders = [stream.in_order(cutoff) for stream in streams]
+        positions = [0] * len(streams)
+        heap = [(self._key(order[0], cutoff), i) for i, order in enumerate(orders)]
+        heapq.heapify(heap)
+        while heap:
+            key, i = heapq.heappop(heap)
+            order, position = orders[i], positions[i]
+            fresh = self._key(order[position], cutoff)
+            if fresh != key:
+                heapq.heappush(heap, (fresh, i))
+                continue
+            positions[i] = position + 1
+            admitted = self._consider(order[position])
+            if position + 1 < len(order) and (
+                admitted or self.explain or not self._exhausted(streams[i])
+            ):
+                heapq.heappush(heap, (self._key(order[position + 1], cutoff), i))
+
+    def _key(self, head: JobRequest, cutoff: float | None) -> tuple[Any, ...]:
+        aged = 0 if cutoff is not None and head.submit_time <= cutoff else 1
+        job_order = (-head.priority, head.submit_time, head.id)
+        policy = self.config.policy
+        if policy is Policy.FAIR:
+            return (aged, self.ledger.share(head.team), *job_order)
+        if policy is Policy.CAPACITY:
+            return (aged, 0 if self.ledger.within_guarantee(head) else 1, *job_order)
+        return (aged, *job_order)
+
+    def _exhausted(self, stream: Stream) -> bool:
+        """Can nothing left in the stream start or preempt this cycle? (conservative)"""
+        team, gpu_type = stream.key
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            return True
+        if self._may_preempt(team, gpu_type, int(stream.gpus.min()), stream.jobs[0].priority):
+            return False
+        used = self.ledger.used.get(stream.key, 0)
+        if used + stream.gpus.min() > self.ledger.limit(team, gpu_type):
+            return True
+        lendable = pool.held_total and self.now + stream.runtime_limit.min() <= pool.latest_hold
+        return pool.largest_free() < stream.gpus_per_node.min() and not lendable
+
+    # -- one job ----------------------------------------------------------------------------
+
+    def _consider(self, job: JobRequest) -> bool:
+        gpu_type = job.gpu_type
+        self.ahead[gpu_type] = self.ahead.get(gpu_type, 0) + 1
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            self._wait(job, cordoned(job, self.unschedulable.get(gpu_type, 0)))
+            return False
+        quota = self.ledger.check(job)
+        if quota is None:
+            placement = self._place_now(job, pool)
+            if placement is not None:
+                self._admit(job, pool, placement)
+                return True
+        outcome = self._preempt(job, pool, quota)
+        if outcome is True:
+            return True
+        if isinstance(outcome, Reason):
+            self._wait(job, outcome)
+        elif quota is not None:
+            self._wait(job, quota)
+        else:
+            self._wait(job, self._block(job, pool))
+        return False
+
+    def _wait(self, job: JobRequest, reason: Reason) -> None:
+        if self.explain:
+            self.visited.append(job)
+            self.reasons[job.id] = reason
+
+    def _place_now(self, job: JobRequest, pool: NodePool) -> Placement | None:
+        if pool.pods(job.gpus_per_node) >= job.nodes:
+            placement = find_placement(pool, job.nodes, job.gpus_per_node)
+            if placement is not None:
+                return placement
+        end = self.now + job.runtime_limit_s
+        if not pool.held_total or end > pool.latest_hold:
+            return None
+        lendable = pool.lendable(end)
+        if not lendable:
+            return None
+        return find_placement(pool, job.nodes, job.gpus_per_node, lendable)
+
+    def _admit(self, job: JobRequest, pool: NodePool, placement: Placement) -> None:
+        end = self.now + job.runtime_limit_s
+        pool.take_with_holds(placement, end)
+        self.ledger.add(job)
+        self.admissions.append(Admission(job.id, placement))
+        self.admitted.setdefault(job.gpu_type, []).append((end, job.id, placement))
+        self.started.append(RunningJob(job, self.now, placement))
+        sweep = self.sweeps.get(job.gpu_type)
+        if sweep is not None:
+            sweep.occupy(job.id, placement, end)
+
+    def _block(self, job: JobRequest, pool: NodePool) -> Reason:
+        reason = self._capacity_reason(job, pool)
+        if job.id in self.claims:
+            self.ledger.add(job)  # its victims' GPUs are spoken for
+            self._reserve(job, pool)
+            wait = max(r.grace_until or self.now for r in self.claims[job.id]) - self.now
+            figures = {"victims": len(self.claims[job.id]), "wait_s": round(wait)}
+            return Reason(ReasonCode.PREEMPTING, figures)
+        if self.reservations.get(job.gpu_type, 0) < self.config.max_reservations:
+            self._reserve(job, pool)
+        return reason
+
+    def _capacity_reason(self, job: JobRequest, pool: NodePool) -> Reason:
+        if not self.explain:
+            return _UNEXPLAINED
+        counts = self.start_counts[job.gpu_type]
+        return capacity_reason(job, pool, counts, self.ahead[job.gpu_type] - 1, self.now)
+
+    def _reserve(
+        self, job: JobRequest, pool: NodePool, found: tuple[float, Placement] | None = None
+    ) -> None:
+        sweep = self._sweep(job.gpu_type)
+        found = found or sweep.find(job.nodes, job.gpus_per_node)
+        if found is None:
+            return
+        start, placement = found
+        sweep.occupy(job.id, placement, start + job.runtime_limit_s)
+        pool.hold(job.id, placement, start)
+        self.reserved[job.id] = found
+        self.reservations[job.gpu_type] = self.reservations.get(job.gpu_type, 0) + 1
+
+    def _sweep(self, gpu_type: str) -> Sweep:
+        sweep = self.sweeps.get(gpu_type)
+        if sweep is None:
+            ends = self.ends(gpu_type, RunningJob.end_by_limit)
+            sweep = self.sweeps[gpu_type] = Sweep(self.pools[gpu_type], self.now, ends)
+        return sweep
+
+    def ends(self, gpu_type: str, end_of: Any) -> list[tuple[float, JobId, Placement]]:
+        """Expected ends of the GPUs of a type: running, stopping and admitted this cycle."""
+        pool = self.pools[gpu_type]
+        ends = []
+        for running in self.running.get(gpu_type, ()):
+            end = min(end_of(running), self.stopped.get(running.job.id, float("inf")))
+            placement = tuple((n, g) for n, g in running.placement if n in pool.free)
+            ends.append((end, running.job.id, placement))
+        return ends + self.admitted.get(gpu_type, [])
+
+    def holdings(self) -> list[RunningJob]:
+        """Every job holding GPUs after this cycle, victims with their new stop time."""
+        held = [
+            replace(r, grace_until=self.stopped[r.job.id]) if r.job.id in self.stopped else r
+            for r in self.snapshot.running
+        ]
+        return held + self.started
+
+    # -- preemption -------------------------------------------------------------------------
+
+    def _may_preempt(self, team: str, gpu_type: str, gpus: int, priority: int) -> bool:
+        if self.preempt_failed.get((team, gpu_type), 1 << 30) <= gpus:
+            return False
+        ranked = self._victims(gpu_type)
+        if not ranked:
+            return False
+        used = self.ledger.used.get((team, gpu_type), 0)
+        if self.config.reclaim and used + gpus <= self.ledger.guaranteed(team, gpu_type):
+            return True
+        return self.config.priority_preemption and any(
+            r.job.team == team and r.job.preemptible and r.job.priority < priority for r in ranked
+        )
+
+    def _victims(self, gpu_type: str) -> list[RunningJob]:
+        """Running jobs that could be preempted: not stopping yet and not ending within grace."""
+        ranked = self.victims.get(gpu_type)
+        if ranked is None:
+            horizon = self.now + self.config.preemption_grace_s
+            ranked = [
+                r
+                for r in self.running.get(gpu_type, ())
+                if r.grace_until is None and r.end_by_limit() > horizon
+            ]
+            ranked.sort(key=lambda r: preemption.victim_order(r, self.now))
+            self.victims[gpu_type] = ranked
+        return [r for r in ranked if r.job.id not in self.stopped]
+
+    def _preempt(self, job: JobRequest, pool: NodePool, quota: Reason | None) -> Reason | bool:
+        """Preempt for `job` if that is allowed and quicker than waiting: True if admitted now."""
+        if job.id in self.claims:
+            return False
+        if quota is not None and quota.code is not ReasonCode.QUOTA_EXHAUSTED:
+            return False
+        if not self._may_preempt(job.team, job.gpu_type, job.gpus, job.priority):
+            return False
+        found = None
+        if quota is None:
+            found = self._sweep(job.gpu_type).find(job.nodes, job.gpus_per_node)
+            if found is not None and found[0] <= self.now + self.config.preemption_grace_s:
+                self._reserve(job, pool, found)
+                return False
+        offered = preemption.candidates(
+            job,
+            self._victims(job.gpu_type),
+            self.ledger,
+            self.config.reclaim,
+            self.config.priority_preemption,
+        )
+        victims = preemption.choose(job, offered, pool, self.ledger)
+        if victims is None:
+            self.preempt_failed[(job.team, job.gpu_type)] = job.gpus
+            return False
+        return self._stop(job, pool, victims)
+
+    def _stop(
+        self, job: JobRequest, pool: NodePool, victims: list[preemption.Victim]
+    ) -> Reason | bool:
+        until = self.now + self.config.preemption_grace_s
+        sweep = self._sweep(job.gpu_type)
+        extra = preemption.freed(victims, pool)
+        for victim in victims:
+            running = victim.running
+            self.preemptions.append(Preemption(running.job.id, victim.reason, job.id, until))
+            self.ledger.remove(running.job)
+            self.stopped[running.job.id] = until
+            sweep.shorten(running.job.id, running.placement, until)
+        if self.config.preemption_grace_s <= 0:
+            pool.give(tuple(sorted(extra.items())))
+            placement = find_placement(pool, job.nodes, job.gpus_per_node)
+            assert placement is not None, "victims were chosen so that the job fits"
+            self._admit(job, pool, placement)
+            return True
+        self.ledger.add(job)
+        placement = find_placement(pool, job.nodes, job.gpus_per_node, extra)
+        if placement is not None:
+            self._reserve(job, pool, (until, placement))
+        figures = {"victims": len(victims), "wait_s": round(self.config.preemption_grace_s)}
+        return Reason(ReasonCode.PREEMPTING, figures)
+
+
+_UNEXPLAINED = Reason(ReasonCode.NO_CAPACITY)
+"""Stands in for a capacity reason when the cycle does not explain (never returned)."""
+
+
+def _pools(snapshot: Snapshot, config: PolicyConfig) -> tuple[dict[str, NodePool], dict[str, int]]:
+    by_type: dict[str, list[Any]] = {}
+    unschedulable: dict[str, int] = {}
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        if node.schedulable:
+            by_type.setdefault(node.gpu_type, []).append(node)
+        else:
+            unschedulable[node.gpu_type] = unschedulable.get(node.gpu_type, 0) + 1
+    pools = {t: NodePool.from_nodes(nodes, config.topology_keys) for t, nodes in by_type.items()}
+    return pools, unschedulable
+
+
+def run_cycle(snapshot: Snapshot, queue: QueueIndex, config: PolicyConfig, explain: bool) -> Cycle:
+    cycle = Cycle(snapshot, queue, config, explain)
+    cycle.run()
+    return cycle

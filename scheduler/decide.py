@@ -1,0 +1,113 @@
+"""The entry point: `schedule(snapshot, config) -> Decisions`, and the pending explanations.
+
+`decide` is the same cycle over a queue index the caller keeps (the simulator keeps one alive
+instead of re-sorting the queue each cycle) with explanations optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.config import PolicyConfig
+from scheduler.cycle import Cycle, run_cycle
+from scheduler.decisions import Decisions, Pending, Reason, ReasonCode
+from scheduler.estimate import LowerBound, forward_starts, release_time
+from scheduler.model import JobId, JobRequest, RunningJob, Snapshot
+from scheduler.queue import QueueIndex
+
+_OWN_HOLDINGS = (ReasonCode.QUOTA_EXHAUSTED, ReasonCode.MEMBER_CAP)
+
+
+def schedule(snapshot: Snapshot, config: PolicyConfig) -> Decisions:
+    """Decide one cycle: admissions, preemptions, and why (and until when) the rest waits."""
+    return decide(snapshot, QueueIndex.from_jobs(snapshot.queued), config, explain=True)
+
+
+def decide(
+    snapshot: Snapshot, queue: QueueIndex, config: PolicyConfig, *, explain: bool
+) -> Decisions:
+    """`snapshot.queued` is ignored: the queue is `queue`."""
+    cycle = run_cycle(snapshot, queue, config, explain)
+    pending = _pending(cycle) if explain else {}
+    return Decisions(cycle.admissions, cycle.preemptions, pending)
+
+
+def _pending(cycle: Cycle) -> dict[JobId, Pending]:
+    by_type: dict[str, list[JobRequest]] = {}
+    for job in cycle.visited:
+        if cycle.reasons[job.id].code not in _OWN_HOLDINGS and job.gpu_type in cycle.pools:
+            by_type.setdefault(job.gpu_type, []).append(job)
+    latest: dict[JobId, float | None] = {}
+    expected: dict[JobId, float | None] = {}
+    bounds: dict[str, LowerBound] = {}
+    for gpu_type, waiting in by_type.items():
+        latest.update(_forward(cycle, gpu_type, waiting, RunningJob.end_by_limit))
+        expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
+        bounds[gpu_type] = _lower_bound(cycle, gpu_type)
+    pending: dict[JobId, Pending] = {}
+    for job in cycle.visited:
+        reason = cycle.reasons[job.id]
+        if reason.code in _OWN_HOLDINGS:
+            pending[job.id] = _waiting_for_own(cycle, job, reason)
+        elif job.id in latest:
+            floor = bounds[job.gpu_type].earliest(job.gpus, cycle.now)
+            pending[job.id] = _pending_entry(reason, floor, expected[job.id], latest[job.id])
+        else:
+            pending[job.id] = Pending(reason, None, None)
+    return pending
+
+
+def _forward(
+    cycle: Cycle, gpu_type: str, waiting: list[JobRequest], end_of: Callable[[RunningJob], float]
+) -> dict[JobId, float | None]:
+    pool = cycle.pools[gpu_type].copy()
+    pool.give(tuple((n, h.gpus) for n, hs in cycle.pools[gpu_type].holds.items() for h in hs))
+    expected = end_of is RunningJob.end_expected
+    ends = cycle.ends(gpu_type, end_of)
+    reserved = {} if expected else cycle.reserved
+    return forward_starts(pool, cycle.now, ends, waiting, reserved, _duration(expected))
+
+
+def _duration(expected: bool) -> Callable[[JobRequest], float]:
+    if not expected:
+        return lambda job: job.runtime_limit_s
+    return lambda job: min(job.expected_runtime_s or job.runtime_limit_s, job.runtime_limit_s)
+
+
+def _lower_bound(cycle: Cycle, gpu_type: str) -> LowerBound:
+    pool = cycle.pools[gpu_type]
+    ends = [
+        (end, sum(g for _, g in placement))
+        for end, _, placement in cycle.ends(gpu_type, RunningJob.end_expected)
+    ]
+    return LowerBound(pool.free_total + pool.held_total, ends)
+
+
+def _pending_entry(
+    reason: Reason, floor: float | None, expected: float | None, latest: float | None
+) -> Pending:
+    if latest is None:
+        return Pending(reason, None, None)
+    estimate = latest if expected is None else min(expected, latest)
+    earliest = estimate if floor is None else min(floor, estimate)
+    return Pending(reason, estimate, (earliest, latest))
+
+
+def _waiting_for_own(cycle: Cycle, job: JobRequest, reason: Reason) -> Pending:
+    figures = reason.figures
+    holders = [
+        r
+        for r in cycle.holdings()
+        if r.job.team == job.team
+        and (r.job.gpu_type == job.gpu_type or reason.code is ReasonCode.MEMBER_CAP)
+        and (r.job.member == job.member or reason.code is ReasonCode.QUOTA_EXHAUSTED)
+    ]
+    used, limit = int(figures.get("used", 0)), int(figures.get("limit", figures.get("cap", 0)))
+    if job.gpus > limit:
+        return Pending(reason, None, None)
+    latest = release_time(cycle.now, used, limit, job.gpus, holders, RunningJob.end_by_limit)
+    if latest is None:
+        return Pending(reason, None, None)
+    estimate = release_time(cycle.now, used, limit, job.gpus, holders, RunningJob.end_expected)
+    estimate = latest if estimate is None else min(estimate, latest)
+    return Pending(reason, estimate, (estimate, latest))

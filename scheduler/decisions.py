@@ -1,0 +1,92 @@
+"""Output of a scheduling cycle: what to start where, what to stop, and why the rest waits.
+
+Reasons are machine-readable (a code and a dict of figures) so pages, the API and the CLI can
+render or translate them; `message` is the English rendering, built on demand because a cycle
+explains thousands of jobs and most messages are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler.model import JobId, Placement
+
+Figure = int | float | str
+
+
+class ReasonCode(StrEnum):
+    QUOTA_EXHAUSTED = "QUOTA_EXHAUSTED"
+    MEMBER_CAP = "MEMBER_CAP"
+    NO_CAPACITY = "NO_CAPACITY"
+    FRAGMENTED = "FRAGMENTED"
+    PRIORITY = "PRIORITY"
+    GANG_WAIT = "GANG_WAIT"
+    ALL_NODES_CORDONED = "ALL_NODES_CORDONED"
+    BACKFILL_BLOCKED = "BACKFILL_BLOCKED"
+    PREEMPTING = "PREEMPTING"
+    """Victims were told to stop for this job; it starts when their grace period ends."""
+
+
+_TEMPLATES: Mapping[ReasonCode, str] = {
+    ReasonCode.QUOTA_EXHAUSTED: "{scope} uses {used} of limit {limit} {gpu_type}",
+    ReasonCode.MEMBER_CAP: "{member} holds {used} of cap {cap} GPUs in team {team}",
+    ReasonCode.NO_CAPACITY: "{requested} {gpu_type} GPUs requested, {free} free",
+    ReasonCode.FRAGMENTED: "{free} GPUs free but no node with {gpus_per_node} free",
+    ReasonCode.PRIORITY: "{jobs_ahead} jobs ahead",
+    ReasonCode.GANG_WAIT: (
+        "{nodes_available} of {nodes} nodes with {gpus_per_node} free GPUs; a gang starts whole"
+    ),
+    ReasonCode.ALL_NODES_CORDONED: "all {nodes} {gpu_type} nodes are cordoned or not ready",
+    ReasonCode.BACKFILL_BLOCKED: "would delay job {blocked_job}, reserved to start in {wait_s} s",
+    ReasonCode.PREEMPTING: "waiting for {victims} preempted jobs to stop within {wait_s} s",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: ReasonCode
+    figures: Mapping[str, Figure] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        return _TEMPLATES[self.code].format(**self.figures)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    job_id: JobId
+    placement: Placement
+
+
+class PreemptionReason(StrEnum):
+    RECLAIM = "reclaim"
+    """The owner of the guarantee this job borrows needs it back."""
+    PRIORITY = "priority"
+    """A higher queue of the same team needs the GPUs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job_id: JobId
+    reason: PreemptionReason
+    for_job_id: JobId
+    grace_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    reason: Reason
+    estimated_start: float | None
+    """None when the job cannot start as things are (no schedulable node, request too large)."""
+    estimated_start_range: tuple[float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """Apply preemptions before admissions: with a zero grace an admission uses victims' GPUs."""
+
+    admissions: list[Admission]
+    preemptions: list[Preemption]
+    pending: dict[JobId, Pending]

@@ -1,0 +1,79 @@
+"""Estimated start times for waiting jobs, with a range.
+
+- *latest*: the policy run forward (a Sweep) over the pessimistic ends of running jobs, their
+  runtime limits; this is also the start backfill protects.
+- *estimated*: the same with expected runtimes where the snapshot has a prediction (otherwise it
+  equals latest).
+- *earliest*: a lower bound, the first moment enough GPUs of the type could be free if no job
+  ahead claimed them (one bisect over cumulative expected ends).
+
+A job blocked by its quota waits for its own team (or member) to give GPUs back; its estimate is
+when enough of that team's running jobs end.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+
+from scheduler.model import JobId, JobRequest, Placement, RunningJob
+from scheduler.pool import NodePool
+from scheduler.sweep import Sweep
+
+EndOf = Callable[[RunningJob], float]
+Reserved = dict[JobId, tuple[float, Placement]]
+
+
+def forward_starts(
+    pool: NodePool,
+    now: float,
+    ends: list[tuple[float, JobId, Placement]],
+    waiting: Sequence[JobRequest],
+    reserved: Reserved,
+    duration: Callable[[JobRequest], float],
+) -> dict[JobId, float | None]:
+    """Projected start of each waiting job (in policy order) of one GPU type."""
+    sweep = Sweep(pool, now, ends)
+    starts: dict[JobId, float | None] = {}
+    for job in waiting:
+        found = reserved.get(job.id) or sweep.find(job.nodes, job.gpus_per_node)
+        if found is None:
+            starts[job.id] = None
+            continue
+        start, placement = found
+        starts[job.id] = start
+        sweep.occupy(job.id, placement, start + duration(job))
+    return starts
+
+
+class LowerBound:
+    """When `gpus` could first be free, counting only GPUs already free and running jobs' ends."""
+
+    def __init__(self, free: int, ends: list[tuple[float, int]]) -> None:
+        ends.sort()
+        self._times = [end for end, _ in ends]
+        self._freed = list(accumulate(gpus for _, gpus in ends))
+        self._free = free
+
+    def earliest(self, gpus: int, now: float) -> float | None:
+        missing = gpus - self._free
+        if missing <= 0:
+            return now
+        index = bisect_left(self._freed, missing)
+        return max(now, self._times[index]) if index < len(self._times) else None
+
+
+def release_time(
+    now: float, used: int, limit: int, gpus: int, holders: Sequence[RunningJob], end_of: EndOf
+) -> float | None:
+    """When enough of `holders` have ended for `used + gpus` to fit under `limit`."""
+    excess = used + gpus - limit
+    if excess <= 0:
+        return now
+    freed = 0
+    for end, held in sorted((end_of(r), r.job.gpus) for r in holders):
+        freed += held
+        if freed >= excess:
+            return max(now, end)
+    return None

@@ -1,0 +1,130 @@
+"""The queue, split into streams (one per team and GPU type) kept in team order.
+
+Within a team the order is fixed: queue priority, then submission (FIFO), then id for a total
+order. The cluster policy only decides which stream goes next, so a cycle merges the heads of the
+streams through a heap instead of sorting every job. A stream whose jobs cannot start this cycle
+is left after its first refusal, which is what keeps cycles cheap with long queues.
+
+The simulator keeps one QueueIndex alive across cycles (jobs are added and removed, never
+re-sorted); `schedule` builds a fresh one from the snapshot.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+
+from scheduler.model import JobId, JobRequest
+
+StreamKey = tuple[str, str]
+"""(team, gpu_type)"""
+OrderKey = tuple[int, float, JobId]
+
+
+def order_key(job: JobRequest) -> OrderKey:
+    return (-job.priority, job.submit_time, job.id)
+
+
+class Smallest:
+    """A multiset of numbers that answers its minimum without a scan."""
+
+    def __init__(self) -> None:
+        self._counts: dict[float, int] = {}
+        self._min: float | None = None
+
+    def add(self, value: float) -> None:
+        self._counts[value] = self._counts.get(value, 0) + 1
+        if self._min is None or value < self._min:
+            self._min = value
+
+    def remove(self, value: float) -> None:
+        left = self._counts[value] - 1
+        if left:
+            self._counts[value] = left
+            return
+        del self._counts[value]
+        if value == self._min:
+            self._min = min(self._counts, default=None)
+
+    def min(self) -> float:
+        return float("inf") if self._min is None else self._min
+
+
+class Stream:
+    """One team's queued jobs of one GPU type, in team order, with their smallest demands."""
+
+    def __init__(self, key: StreamKey) -> None:
+        self.key = key
+        self.orders: list[OrderKey] = []
+        self.jobs: list[JobRequest] = []
+        self.gpus = Smallest()
+        self.gpus_per_node = Smallest()
+        self.runtime_limit = Smallest()
+
+    def add(self, job: JobRequest) -> None:
+        order = order_key(job)
+        index = bisect_left(self.orders, order)
+        self.orders.insert(index, order)
+        self.jobs.insert(index, job)
+        self._count(job, Smallest.add)
+
+    def remove(self, job: JobRequest) -> None:
+        index = bisect_left(self.orders, order_key(job))
+        if index < len(self.jobs) and self.jobs[index].id == job.id:
+            del self.orders[index]
+            del self.jobs[index]
+            self._count(job, Smallest.remove)
+
+    def _count(self, job: JobRequest, change: Callable[[Smallest, float], None]) -> None:
+        change(self.gpus, job.gpus)
+        change(self.gpus_per_node, job.gpus_per_node)
+        change(self.runtime_limit, job.runtime_limit_s)
+
+    def in_order(self, starving_before: float | None) -> list[JobRequest]:
+        """Team order, with jobs submitted before `starving_before` first (aging)."""
+        if starving_before is None or not self.jobs:
+            return self.jobs
+        if min(job.submit_time for job in self.jobs) > starving_before:
+            return self.jobs
+        old = [job for job in self.jobs if job.submit_time <= starving_before]
+        old.sort(key=lambda job: (job.submit_time, job.id))
+        return old + [job for job in self.jobs if job.submit_time > starving_before]
+
+
+class QueueIndex:
+    def __init__(self) -> None:
+        self.streams: dict[StreamKey, Stream] = {}
+        self.size = 0
+
+    @classmethod
+    def from_jobs(cls, jobs: Iterable[JobRequest]) -> QueueIndex:
+        index = cls()
+        grouped: dict[StreamKey, list[JobRequest]] = {}
+        for job in jobs:
+            grouped.setdefault((job.team, job.gpu_type), []).append(job)
+        for key, members in grouped.items():
+            stream = index.streams[key] = Stream(key)
+            for job in sorted(members, key=order_key):
+                stream.orders.append(order_key(job))
+                stream.jobs.append(job)
+                stream._count(job, Smallest.add)
+            index.size += len(members)
+        return index
+
+    def add(self, job: JobRequest) -> None:
+        key = (job.team, job.gpu_type)
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = self.streams[key] = Stream(key)
+        stream.add(job)
+        self.size += 1
+
+    def remove(self, job: JobRequest) -> None:
+        stream = self.streams.get((job.team, job.gpu_type))
+        if stream is not None:
+            before = len(stream.jobs)
+            stream.remove(job)
+            self.size -= before - len(stream.jobs)
+
+    def sorted_streams(self) -> list[Stream]:
+        return [self.streams[key] for key in sorted(self.streams) if self.streams[key].jobs]
