@@ -14,6 +14,7 @@ from portal.env import env_bool, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
+(VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)
 
 DEMO_SECRET_KEY = "demo-insecure-secret-key-change-me"
 DEMO_AUDIT_KEY = "demo-insecure-audit-key-change-me"
@@ -100,7 +101,6 @@ def _database() -> dict[str, object]:
         config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=60))
         config["CONN_HEALTH_CHECKS"] = True
         return config
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "portal.sqlite3",
@@ -157,7 +157,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = VAR_DIR / "staticfiles"  # collectstatic target in production
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_SECURE = PRODUCTION

@@ -11,7 +11,11 @@ from jobs.api import JobViewSet
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
-router = DefaultRouter()
+class Router(DefaultRouter):
+    include_format_suffixes = False  # one URL per resource; JSON is the format
+
+
+router = Router()
 router.register("teams", TeamViewSet, basename="team")
 router.register("gpu-types", GpuTypeViewSet, basename="gpu-type")
 router.register("quotas", QuotaViewSet, basename="quota")

@@ -1,0 +1,117 @@
+"""The shared test base: three people and an admin (STYLE.md point 6).
+
+alice leads team vision, bob is her teammate, carol is an outsider in team nlp; admin is staff.
+vision and nlp are sub-teams of the department research.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from quotas.models import GpuType, Queue, Quota
+from tenants.models import Membership, Role, Team
+
+PASSWORD = "correct-horse-battery"
+
+
+@dataclass
+class World:
+    admin: User
+    alice: User
+    bob: User
+    carol: User
+    research: Team
+    vision: Team
+    nlp: Team
+    h100: GpuType
+    a100: GpuType
+    vision_normal: Queue
+    nlp_normal: Queue
+
+
+def _user(name: str, **extra: Any) -> User:
+    return User.objects.create_user(name, f"{name}@example.org", PASSWORD, **extra)
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache() -> None:
+    # Throttle counters live in the cache; a shared Redis must not carry them between tests.
+    cache.clear()
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    h100 = GpuType.objects.create(
+        name="h100-80g",
+        product_label="NVIDIA-H100-80GB-HBM3",
+        memory_gb=80,
+        gpus_per_node=8,
+        price_per_gpu_hour=Decimal("2.5"),
+    )
+    a100 = GpuType.objects.create(
+        name="a100-80g", product_label="NVIDIA-A100-SXM4-80GB", memory_gb=80, gpus_per_node=8
+    )
+    research = Team.objects.create(slug="research", name="Research")
+    vision = Team.objects.create(slug="vision", name="Vision", parent=research)
+    nlp = Team.objects.create(slug="nlp", name="Language", parent=research)
+    for team, guaranteed, limit in ((research, 32, 48), (vision, 16, 32), (nlp, 16, 32)):
+        Quota.objects.create(team=team, gpu_type=h100, guaranteed=guaranteed, limit=limit)
+    queues = {}
+    for team in (vision, nlp):
+        for name, priority, preemptible in (
+            ("high", 200, False),
+            ("normal", 100, False),
+            ("low", 50, True),
+        ):
+            queues[team.slug, name] = Queue.objects.create(
+                team=team,
+                name=name,
+                priority=priority,
+                preemptible=preemptible,
+                max_runtime=86400,
+            )
+    world = World(
+        admin=_user("admin", is_staff=True, is_superuser=True),
+        alice=_user("alice"),
+        bob=_user("bob"),
+        carol=_user("carol"),
+        research=research,
+        vision=vision,
+        nlp=nlp,
+        h100=h100,
+        a100=a100,
+        vision_normal=queues["vision", "normal"],
+        nlp_normal=queues["nlp", "normal"],
+    )
+    Membership.objects.create(team=vision, user=world.alice, role=Role.LEAD)
+    Membership.objects.create(team=vision, user=world.bob, role=Role.MEMBER)
+    Membership.objects.create(team=nlp, user=world.carol, role=Role.MEMBER)
+    return world
+
+
+def api_as(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    """A valid job spec for team vision; override any field."""
+    base: dict[str, Any] = {
+        "name": "train-resnet",
+        "team": "vision",
+        "image": "registry.example/vision/train:1.0",
+        "command": ["python", "train.py"],
+        "gpu_type": "h100-80g",
+        "gpus_per_node": 1,
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
