@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi
+from kubesim import discovery, errors, openapi, tables
 from kubesim.api import ListResult
 from kubesim.faults import FaultInjector
 from kubesim.podlog import pod_log
@@ -19,7 +19,7 @@ from kubesim.routing import Route, parse
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.sim import Simulation
 from kubesim.store import Stored, dumps
-from kubesim.watch import BOOKMARK_INTERVAL_S, WatchFilter, WatchStream, bookmark
+from kubesim.watch import BOOKMARK_INTERVAL_S, WatchFilter, WatchStream, bookmark, event_line
 
 Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -124,7 +124,10 @@ class Server:
         if not route.name:
             return await self._collection(request, route)
         if method == "GET":
-            return _json(api.get(r, route.ns, route.name).raw)
+            stored = api.get(r, route.ns, route.name)
+            if tables.wants_table(request.headers.get("Accept", "")):
+                return _json(self._table(request, r, [stored], ""))
+            return _json(stored.raw)
         if method == "PUT":
             return _json(api.update(r, route.ns, route.name, await self._body(request), route.sub).raw)
         if method == "PATCH":
@@ -180,18 +183,38 @@ class Server:
             return await self._watch(request, r, flt)
         limit = int(q.get("limit") or 0)
         result = api.list(r, flt.namespace, flt.labels, flt.fields, limit, q.get("continue", ""))
+        if tables.wants_table(request.headers.get("Accept", "")):
+            return _json(self._table(request, r, result.items, result.continue_token))
         return _json(_list_body(r, result))
+
+    def _table(self, request: web.Request, r: Resource, items: list[Stored], cont: str) -> bytes:
+        include = request.query.get("includeObject", "Metadata")
+        return tables.table(r, items, self.sim.store.rv, self.sim.clock.now(), include, cont)
 
     async def _watch(self, request: web.Request, r: Resource, flt: WatchFilter) -> web.StreamResponse:
         q = request.query
         rv = q.get("resourceVersion")
         if rv and not rv.isdigit():
             raise errors.bad_request(f"invalid resource version: {rv}")
-        stream = WatchStream(self.sim.store, r, flt)
-        stream.start(rv)
+        encode = event_line
+        if tables.wants_table(request.headers.get("Accept", "")):
+            include = q.get("includeObject", "Metadata")
+
+            def encode(type_: str, stored: Stored) -> bytes:
+                row = tables.table(r, [stored], self.sim.store.rv, self.sim.clock.now(), include)
+                return b'{"type":"' + type_.encode() + b'","object":' + row + b"}\n"
+
+        stream = WatchStream(self.sim.store, r, flt, encode)
+        response = web.StreamResponse(headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"})
+        try:
+            stream.start(rv)
+        except errors.ApiError as exc:  # e.g. 410 Expired: an ERROR event, as the watch cache sends
+            await response.prepare(request)
+            await response.write(b'{"type":"ERROR","object":' + dumps(exc.status()) + b"}\n")
+            await response.write_eof()
+            return response
         timeout = float(q.get("timeoutSeconds") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
-        response = web.StreamResponse(headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"})
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         deadline, next_bookmark = loop.time() + timeout, loop.time() + BOOKMARK_INTERVAL_S

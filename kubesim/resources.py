@@ -50,10 +50,9 @@ RESOURCES: tuple[Resource, ...] = (
              False, ("pc",)),
     Resource("networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy",
              True, ("netpol",)),
+    Resource("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget",
+             True, ("pdb",), ("status",)),
 )
-
-# Groups that exist only for subresources (pods/eviction is policy/v1 Eviction).
-EXTRA_GROUPS: dict[str, str] = {"policy": "v1"}
 
 BY_PATH: dict[tuple[str, str, str], Resource] = {
     (r.group, r.version, r.plural): r for r in RESOURCES
@@ -81,6 +80,4 @@ def groups() -> dict[str, list[str]]:
     for r in RESOURCES:
         if r.group and r.version not in found.setdefault(r.group, []):
             found[r.group].append(r.version)
-    for group, version in EXTRA_GROUPS.items():
-        found.setdefault(group, [version])
     return found

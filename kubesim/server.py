@@ -87,9 +87,10 @@ class KubeSim:
 
     async def _main(self, sock: socket.socket, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        runner = web.AppRunner(self.server.app(), access_log=None, handler_cancellation=True)
+        runner = web.AppRunner(self.server.app(), access_log=None, handler_cancellation=True,
+                               shutdown_timeout=0.5)
         await runner.setup()
-        await web.SockSite(runner, sock, shutdown_timeout=0.5).start()
+        await web.SockSite(runner, sock).start()
         ticker = asyncio.create_task(self._ticker())
         ready.set()
         await self._stopping.wait()

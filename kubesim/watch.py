@@ -7,6 +7,7 @@ real watch cache. Bookmarks carry only kind, apiVersion and metadata.resourceVer
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubesim.resources import Resource
@@ -38,18 +39,18 @@ def event_line(type_: str, stored: Stored) -> bytes:
     return b'{"type":"' + type_.encode() + b'","object":' + stored.raw + b"}\n"
 
 
-def translate(change: Change, flt: WatchFilter) -> bytes | None:
-    """The event this watch sees for a change, if any."""
+def translate(change: Change, flt: WatchFilter) -> str | None:
+    """The event type this watch sees for a change, if any."""
     now = flt.matches(change.new) if change.type != "DELETED" else False
     before = flt.matches(change.old)
     if change.type == "DELETED":
-        return event_line("DELETED", change.new) if before else None
+        return "DELETED" if before else None
     if now and before:
-        return event_line("MODIFIED", change.new)
+        return "MODIFIED"
     if now:
-        return event_line("ADDED", change.new)
+        return "ADDED"
     if before:
-        return event_line("DELETED", change.new)
+        return "DELETED"
     return None
 
 
@@ -62,17 +63,19 @@ def bookmark(resource: Resource, rv: int) -> bytes:
 class WatchStream:
     """Buffers the lines of one watch between the store (sync) and the HTTP writer (async)."""
 
-    def __init__(self, store: Store, resource: Resource, flt: WatchFilter) -> None:
+    def __init__(self, store: Store, resource: Resource, flt: WatchFilter,
+                 encode: Callable[[str, Stored], bytes] = event_line) -> None:
         self.store = store
+        self.encode = encode
         self.resource = resource
         self.flt = flt
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.watcher = Watcher(resource.key, self._deliver)
 
     def _deliver(self, change: Change) -> None:
-        line = translate(change, self.flt)
-        if line is not None:
-            self.queue.put_nowait(line)
+        type_ = translate(change, self.flt)
+        if type_ is not None:
+            self.queue.put_nowait(self.encode(type_, change.new))
 
     def start(self, rv: str | None) -> None:
         """Queue the initial events, then subscribe (no await in between: nothing is missed)."""
@@ -83,7 +86,7 @@ class WatchStream:
             for stored in sorted(self.store.items(self.resource.key, self.flt.namespace),
                                  key=lambda s: (s.namespace, s.name)):
                 if self.flt.matches(stored):
-                    self.queue.put_nowait(event_line("ADDED", stored))
+                    self.queue.put_nowait(self.encode("ADDED", stored))
         self.store.add_watcher(self.watcher)
 
     def stop(self) -> None:
