@@ -46,7 +46,9 @@ def job(
     )
 
 
-def running(request: JobRequest, placement: dict[str, int], *, started: float = NOW - 50) -> RunningJob:
+def running(
+    request: JobRequest, placement: dict[str, int], *, started: float = NOW - 50
+) -> RunningJob:
     return RunningJob(request, started, tuple(sorted(placement.items())))
 
 

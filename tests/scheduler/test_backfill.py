@@ -1,7 +1,6 @@
 """Backfill: a smaller job may jump a blocked larger one only if it does not delay its start."""
 
 from scheduler import ReasonCode, schedule
-
 from tests.scheduler.builders import NOW, config, job, node, quota, running, snapshot
 
 QUOTAS = [quota("alice-lab", 16, 16), quota("bob-lab", 16, 16)]
@@ -35,6 +34,8 @@ def test_backfill_uses_free_gpus_the_reservation_does_not_need() -> None:
     busy = running(job(9, "bob-lab", gpus=8, limit=650), {"n1": 8}, started=NOW - 50)
     big = job(1, "alice-lab", gpus=8, submit=NOW - 100)
     long_small = job(2, "bob-lab", gpus=4, submit=NOW - 10, limit=86_400)
-    decisions = schedule(snapshot([big, long_small], [busy], [node("n1", 0), node("n2", 4)], QUOTAS), config())
+    decisions = schedule(
+        snapshot([big, long_small], [busy], [node("n1", 0), node("n2", 4)], QUOTAS), config()
+    )
     assert [a.job_id for a in decisions.admissions] == [2]
     assert decisions.pending[1].estimated_start == NOW + 600

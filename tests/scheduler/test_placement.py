@@ -1,7 +1,6 @@
 """Gang placement: all or nothing, tightest single node, one topology domain, no cordoned node."""
 
 from scheduler import NodeState, ReasonCode, schedule
-
 from tests.scheduler.builders import GPU, config, job, node, quota, snapshot
 
 QUOTAS = [quota("alice-lab", 64, 64)]
@@ -35,7 +34,12 @@ def test_it_places_a_gang_on_one_node_when_one_node_holds_it() -> None:
 
 
 def test_it_places_a_gang_within_one_rack_when_it_can() -> None:
-    nodes = [node("a", 8, rack="r1"), node("b", 8, rack="r2"), node("c", 8, rack="r2"), node("d", 4, rack="r1")]
+    nodes = [
+        node("a", 8, rack="r1"),
+        node("b", 8, rack="r2"),
+        node("c", 8, rack="r2"),
+        node("d", 4, rack="r1"),
+    ]
     decisions = schedule(snapshot([job(1, nodes=2, gpus=8)], nodes=nodes, quotas=QUOTAS), config())
     assert placement_of(decisions, 1) == {"b": 8, "c": 8}
 
@@ -61,7 +65,9 @@ def test_it_never_places_on_cordoned_or_unready_nodes() -> None:
         node("b", 8, ready=False),
         node("c", 2),
     ]
-    decisions = schedule(snapshot([job(1, gpus=4), job(2, gpus=2)], nodes=nodes, quotas=QUOTAS), config())
+    decisions = schedule(
+        snapshot([job(1, gpus=4), job(2, gpus=2)], nodes=nodes, quotas=QUOTAS), config()
+    )
     assert placement_of(decisions, 2) == {"c": 2}
     assert 1 in decisions.pending
 

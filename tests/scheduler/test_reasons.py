@@ -1,7 +1,6 @@
 """Every waiting job carries a reason code with figures, a message and an estimated start."""
 
 from scheduler import ReasonCode, schedule
-
 from tests.scheduler.builders import GPU, NOW, config, job, node, quota, running, snapshot
 
 QUOTAS = [quota("alice-lab", 64, 64), quota("bob-lab", 64, 64)]
@@ -30,7 +29,9 @@ def test_fragmented_says_free_gpus_but_no_node_with_enough() -> None:
 
 
 def test_priority_counts_the_jobs_ahead_that_took_the_capacity() -> None:
-    queued = [job(i, gpus=2, submit=NOW - 100 + i) for i in range(1, 5)] + [job(5, gpus=2, submit=NOW)]
+    queued = [job(i, gpus=2, submit=NOW - 100 + i) for i in range(1, 5)] + [
+        job(5, gpus=2, submit=NOW)
+    ]
     decisions = schedule(snapshot(queued, nodes=[node("n1", 8)], quotas=QUOTAS), config())
     reason = decisions.pending[5].reason
     assert reason.code is ReasonCode.PRIORITY
@@ -60,7 +61,9 @@ def test_gang_wait_says_how_many_nodes_are_ready_for_the_gang() -> None:
 def test_quota_wait_is_estimated_from_the_teams_own_running_jobs() -> None:
     mine = running(job(9, gpus=8, limit=1000), {"n1": 8}, started=NOW - 100)
     quotas = [quota("alice-lab", 8, 8)]
-    decisions = schedule(snapshot([job(1, gpus=8)], [mine], [node("n1", 0), node("n2", 8)], quotas), config())
+    decisions = schedule(
+        snapshot([job(1, gpus=8)], [mine], [node("n1", 0), node("n2", 8)], quotas), config()
+    )
     pending = decisions.pending[1]
     assert pending.reason.code is ReasonCode.QUOTA_EXHAUSTED
     assert pending.estimated_start == NOW + 900
@@ -79,7 +82,9 @@ def test_an_expected_runtime_narrows_the_estimate_below_the_limit() -> None:
 
 def test_every_queued_job_is_either_admitted_or_explained() -> None:
     queued = [job(i, "alice-lab" if i % 2 else "bob-lab", gpus=1 + i % 8) for i in range(30)]
-    decisions = schedule(snapshot(queued, nodes=[node(f"n{i}", 8) for i in range(4)], quotas=QUOTAS), config())
+    decisions = schedule(
+        snapshot(queued, nodes=[node(f"n{i}", 8) for i in range(4)], quotas=QUOTAS), config()
+    )
     admitted = {a.job_id for a in decisions.admissions}
     assert admitted.isdisjoint(decisions.pending)
     assert admitted | set(decisions.pending) == set(range(30))
