@@ -1,8 +1,8 @@
 """`python -m kubesim`: serve a simulated cluster, or inject/clear faults on a running one.
 
-    python -m kubesim [--cluster FILE] [--port N] [--kubeconfig OUT] [--speed X] [--token T]
-    python -m kubesim fault inject --server URL --kind gpu-lost --node h100-a-0 [--gpu 3]
-    python -m kubesim fault list|clear --server URL [--id N | --node NAME]
+python -m kubesim [--cluster FILE] [--port N] [--kubeconfig OUT] [--speed X] [--token T]
+python -m kubesim fault inject --server URL --kind gpu-lost --node h100-a-0 [--gpu 3]
+python -m kubesim fault list|clear --server URL [--id N | --node NAME]
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ def _serve(args: argparse.Namespace) -> int:
     sim.start()
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)
-    print(f"kubesim serving {sim.url} ({len(sim.sim.gpus)} GPU nodes, speed x{args.speed})", flush=True)
+    print(
+        f"kubesim serving {sim.url} ({len(sim.sim.gpus)} GPU nodes, speed x{args.speed})",
+        flush=True,
+    )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
@@ -35,8 +38,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _request(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{args.server.rstrip('/')}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{args.server.rstrip('/')}{path}",
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
     if args.token:
         request.add_header("Authorization", f"Bearer {args.token}")
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -45,20 +52,31 @@ def _request(args: argparse.Namespace, method: str, path: str, body: dict[str, A
 
 def _fault(args: argparse.Namespace) -> int:
     if args.action == "inject":
-        body = {"kind": args.kind, "node": args.node, "gpu": args.gpu, "xid": args.xid, "link": args.link}
+        body = {
+            "kind": args.kind,
+            "node": args.node,
+            "gpu": args.gpu,
+            "xid": args.xid,
+            "link": args.link,
+        }
         result = _request(args, "POST", "/kubesim/v1/faults", body)
     elif args.action == "list":
         result = _request(args, "GET", "/kubesim/v1/faults", None)
     else:
         path = f"/kubesim/v1/faults/{args.id}" if args.id else "/kubesim/v1/faults"
-        result = _request(args, "DELETE", path + (f"?node={args.node}" if args.node and not args.id else ""), None)
+        result = _request(
+            args, "DELETE", path + (f"?node={args.node}" if args.node and not args.id else ""), None
+        )
     print(json.dumps(result, indent=2))
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m kubesim",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--cluster", help="cluster YAML file (default: a small GPU cluster)")
     parser.add_argument("--port", type=int, default=6443)
     parser.add_argument("--host", default="127.0.0.1")

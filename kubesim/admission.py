@@ -24,8 +24,12 @@ def _priority(store: Store, pod: Obj) -> None:
     if name:
         match = next((c for c in classes if c["metadata"]["name"] == name), None)
         if match is None:
-            raise forbidden("pods", "", pod["metadata"].get("name", ""),
-                            f"no PriorityClass with name {name} was found")
+            raise forbidden(
+                "pods",
+                "",
+                pod["metadata"].get("name", ""),
+                f"no PriorityClass with name {name} was found",
+            )
     else:
         match = next((c for c in classes if c.get("globalDefault")), None)
         if match is not None:

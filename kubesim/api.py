@@ -73,8 +73,10 @@ class Api:
     ) -> ListResult:
         start = _decode_continue(continue_token) if continue_token else None
         found = [
-            s for s in self.store.items(r.key, ns)
-            if (not labels or labels_match(labels, s.obj)) and (not fields or fields_match(fields, s.obj))
+            s
+            for s in self.store.items(r.key, ns)
+            if (not labels or labels_match(labels, s.obj))
+            and (not fields or fields_match(fields, s.obj))
         ]
         found.sort(key=lambda s: (s.namespace, s.name))
         if start is not None:
@@ -94,8 +96,10 @@ class Api:
         if r.namespaced:
             body_ns = obj["metadata"].get("namespace")
             if body_ns and body_ns != ns:
-                raise errors.bad_request("the namespace of the provided object does not match "
-                                         "the namespace sent on the request")
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match "
+                    "the namespace sent on the request"
+                )
             obj["metadata"]["namespace"] = ns
             self._check_namespace(ns)
         else:
@@ -114,8 +118,11 @@ class Api:
         if stored is None:
             raise errors.not_found("namespaces", "", ns)
         if stored.obj["metadata"].get("deletionTimestamp"):
-            raise errors.ApiError(403, "Forbidden", f"unable to create new content in namespace "
-                                  f"{ns} because it is being terminated")
+            raise errors.ApiError(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
 
     def update(self, r: Resource, ns: str, name: str, obj: Obj, sub: str = "") -> Stored:
         """PUT: 409 on a stale resourceVersion; status only through /status."""
@@ -155,7 +162,9 @@ class Api:
             return self.store.remove(r.key, old.namespace, old.name)
         return self.store.put(r.key, obj, "MODIFIED")
 
-    def patch(self, r: Resource, ns: str, name: str, body: Any, ctype: str, sub: str = "") -> Stored:
+    def patch(
+        self, r: Resource, ns: str, name: str, body: Any, ctype: str, sub: str = ""
+    ) -> Stored:
         old = self.get(r, ns, name)
         patched = apply_patch(old.copy(), body, ctype)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
@@ -171,10 +180,19 @@ class Api:
         self._check_preconditions(r, stored, options.get("preconditions") or {})
         policy = options.get("propagationPolicy") or self._default_policy(r, options)
         if policy not in ("Orphan", "Background", "Foreground"):
-            raise errors.invalid("DeleteOptions", "", "", [(
-                "FieldValueNotSupported", "propagationPolicy",
-                f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
-                '"Orphan", "nil"')])
+            raise errors.invalid(
+                "DeleteOptions",
+                "",
+                "",
+                [
+                    (
+                        "FieldValueNotSupported",
+                        "propagationPolicy",
+                        f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+                        '"Orphan", "nil"',
+                    )
+                ],
+            )
         grace = options.get("gracePeriodSeconds")
         meta = stored.obj["metadata"]
         if meta.get("deletionTimestamp") and not (r is POD and grace == 0):
@@ -195,7 +213,9 @@ class Api:
         obj = stored.copy()
         meta = obj["metadata"]
         if r is POD:
-            seconds = grace if grace is not None else obj["spec"].get("terminationGracePeriodSeconds", 30)
+            seconds = (
+                grace if grace is not None else obj["spec"].get("terminationGracePeriodSeconds", 30)
+            )
             meta["deletionGracePeriodSeconds"] = seconds
             meta["deletionTimestamp"] = rfc3339(self.clock.now() + seconds)
         else:

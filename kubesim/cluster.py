@@ -80,9 +80,13 @@ def _product(raw: dict[str, Any]) -> GpuProduct | None:
         return None
     if label in PRODUCTS and "gpuMemoryMiB" not in raw:
         return PRODUCTS[label]
-    return GpuProduct(label, str(raw.get("gpuName", label.replace("-", " "))),
-                      int(raw.get("gpuMemoryMiB", 81920)), int(raw.get("gpuPowerWatts", 400)),
-                      str(raw.get("gpuFamily", "unknown")))
+    return GpuProduct(
+        label,
+        str(raw.get("gpuName", label.replace("-", " "))),
+        int(raw.get("gpuMemoryMiB", 81920)),
+        int(raw.get("gpuPowerWatts", 400)),
+        str(raw.get("gpuFamily", "unknown")),
+    )
 
 
 def _pool(raw: dict[str, Any]) -> Pool:
@@ -91,10 +95,14 @@ def _pool(raw: dict[str, Any]) -> Pool:
         raise ValueError(f"pool {raw.get('name', '?')}: missing {', '.join(missing)}")
     gpu = _product(raw)
     return Pool(
-        name=str(raw["name"]), count=int(raw["count"]), gpu=gpu,
+        name=str(raw["name"]),
+        count=int(raw["count"]),
+        gpu=gpu,
         gpus_per_node=int(raw.get("gpusPerNode", 8 if gpu else 0)),
-        cpu=str(raw.get("cpu", "96")), memory=str(raw.get("memory", "1Ti")),
-        rack=str(raw.get("rack", "")), nvlink_domain=str(raw.get("nvlinkDomain", "per-node")),
+        cpu=str(raw.get("cpu", "96")),
+        memory=str(raw.get("memory", "1Ti")),
+        rack=str(raw.get("rack", "")),
+        nvlink_domain=str(raw.get("nvlinkDomain", "per-node")),
         labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
         taints=tuple(raw.get("taints") or ()),
     )
@@ -104,8 +112,9 @@ def parse_cluster(data: dict[str, Any]) -> ClusterSpec:
     pools = tuple(_pool(p) for p in data.get("pools") or [])
     if not pools:
         raise ValueError("cluster file: pools: at least one pool is required")
-    return ClusterSpec(pools, int(data.get("tolerationSeconds", 30)),
-                       int(data.get("heartbeatSeconds", 60)))
+    return ClusterSpec(
+        pools, int(data.get("tolerationSeconds", 30)), int(data.get("heartbeatSeconds", 60))
+    )
 
 
 def load_cluster(path: str | Path) -> ClusterSpec:
@@ -115,8 +124,10 @@ def load_cluster(path: str | Path) -> ClusterSpec:
 def default_cluster() -> ClusterSpec:
     """Two racks of four 8×H100 nodes and a rack of four 8×A100 nodes."""
     h100, a100 = PRODUCTS["NVIDIA-H100-80GB-HBM3"], PRODUCTS["NVIDIA-A100-SXM4-80GB"]
-    return ClusterSpec((
-        Pool("h100-a", 4, h100, 8, "96", "1Ti", "rack-a", "per-node"),
-        Pool("h100-b", 4, h100, 8, "96", "1Ti", "rack-b", "per-node"),
-        Pool("a100-c", 4, a100, 8, "64", "512Gi", "rack-c", "per-node"),
-    ))
+    return ClusterSpec(
+        (
+            Pool("h100-a", 4, h100, 8, "96", "1Ti", "rack-a", "per-node"),
+            Pool("h100-b", 4, h100, 8, "96", "1Ti", "rack-b", "per-node"),
+            Pool("a100-c", 4, a100, 8, "64", "512Gi", "rack-c", "per-node"),
+        )
+    )

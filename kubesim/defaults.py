@@ -51,7 +51,12 @@ def add_default_tolerations(spec: Obj, seconds: int) -> None:
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if key not in present:
             tolerations.append(
-                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": seconds,
+                }
             )
 
 

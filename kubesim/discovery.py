@@ -30,8 +30,13 @@ _SUB_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "eviction": 
 
 
 def _subresource(plural: str, kind: str, namespaced: bool, sub: str) -> Obj:
-    entry: Obj = {"name": f"{plural}/{sub}", "singularName": "", "namespaced": namespaced,
-                  "kind": kind, "verbs": _SUB_VERBS[sub]}
+    entry: Obj = {
+        "name": f"{plural}/{sub}",
+        "singularName": "",
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": _SUB_VERBS[sub],
+    }
     if sub == "eviction":
         entry.update(group="policy", version="v1", kind="Eviction")
     return entry
@@ -42,8 +47,13 @@ def resource_list(group: str, version: str) -> Obj | None:
     for r in RESOURCES:
         if (r.group, r.version) != (group, version):
             continue
-        entry: Obj = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                      "kind": r.kind, "verbs": verbs()}
+        entry: Obj = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": verbs(),
+        }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
         if r.categories:
@@ -53,13 +63,20 @@ def resource_list(group: str, version: str) -> Obj | None:
     group_version = f"{group}/{version}" if group else version
     if not entries and groups().get(group) != [version]:
         return None
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-            "resources": entries}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": entries,
+    }
 
 
 def core_versions(address: str) -> Obj:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+    }
 
 
 def _group(name: str, versions: list[str]) -> Obj:
@@ -68,8 +85,11 @@ def _group(name: str, versions: list[str]) -> Obj:
 
 
 def group_list() -> Obj:
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(n, v) for n, v in sorted(groups().items())]}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group(n, v) for n, v in sorted(groups().items())],
+    }
 
 
 def group(name: str) -> Obj | None:

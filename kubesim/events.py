@@ -22,7 +22,12 @@ class EventRecorder:
         self._seen: dict[tuple[str, str, str], str] = {}
 
     def record(
-        self, obj: Obj, reason: str, message: str, component: str, warning: bool = False,
+        self,
+        obj: Obj,
+        reason: str,
+        message: str,
+        component: str,
+        warning: bool = False,
         host: str = "",
     ) -> None:
         meta = obj["metadata"]
@@ -44,14 +49,23 @@ class EventRecorder:
         event: Obj = {
             "metadata": {"name": name, "namespace": namespace},
             "involvedObject": {
-                "kind": obj["kind"], "apiVersion": obj["apiVersion"], "name": meta["name"],
-                "uid": meta["uid"], "resourceVersion": meta.get("resourceVersion", ""),
+                "kind": obj["kind"],
+                "apiVersion": obj["apiVersion"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "resourceVersion": meta.get("resourceVersion", ""),
                 **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
             },
-            "reason": reason, "message": message, "source": source,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "reason": reason,
+            "message": message,
+            "source": source,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
             "type": "Warning" if warning else "Normal",
-            "eventTime": None, "reportingComponent": component, "reportingInstance": host,
+            "eventTime": None,
+            "reportingComponent": component,
+            "reportingInstance": host,
         }
         try:
             self.api.create(EVENT, namespace, event)

@@ -22,8 +22,16 @@ from kubesim.nvml.gpu import NodeGpus, SimGpu
 from kubesim.resources import NODE
 from kubesim.sim import Simulation
 
-KINDS = ("xid", "gpu-lost", "ecc-dbe", "row-remap-pending", "row-remap-failed", "thermal",
-         "nvlink-down", "node-notready")
+KINDS = (
+    "xid",
+    "gpu-lost",
+    "ecc-dbe",
+    "row-remap-pending",
+    "row-remap-failed",
+    "thermal",
+    "nvlink-down",
+    "node-notready",
+)
 XID_FOR = {"gpu-lost": 79, "ecc-dbe": 48, "nvlink-down": 74}
 
 
@@ -103,8 +111,11 @@ class FaultInjector:
 
     def clear(self, fault_id: int | None = None, node: str | None = None) -> list[Fault]:
         """Clear one fault by id, every fault of a node, or (neither given) all faults."""
-        chosen = [f for f in self.active.values()
-                  if (fault_id is None or f.id == fault_id) and (node is None or f.node == node)]
+        chosen = [
+            f
+            for f in self.active.values()
+            if (fault_id is None or f.id == fault_id) and (node is None or f.node == node)
+        ]
         for fault in chosen:
             del self.active[fault.id]
             if fault.kind == "node-notready":

@@ -58,7 +58,9 @@ class GarbageCollector:
         resource = _BY_KIND.get((ref.get("apiVersion", ""), ref.get("kind", "")))
         if resource is None:
             return True
-        stored = self.api.store.get(resource.key, namespace if resource.namespaced else "", ref["name"])
+        stored = self.api.store.get(
+            resource.key, namespace if resource.namespaced else "", ref["name"]
+        )
         return stored is not None and stored.obj["metadata"]["uid"] == ref["uid"]
 
     def _delete(self, key: str, namespace: str, name: str, policy: str) -> None:
@@ -93,7 +95,9 @@ class GarbageCollector:
         if not dependents:
             self.foreground.discard((key, namespace, name))
             obj = stored.copy()
-            obj["metadata"]["finalizers"] = [f for f in obj["metadata"]["finalizers"] if f != FOREGROUND]
+            obj["metadata"]["finalizers"] = [
+                f for f in obj["metadata"]["finalizers"] if f != FOREGROUND
+            ]
             self.api.commit(BY_KEY[key], stored, obj, "*")
 
     def _empty_namespace(self, namespace: str) -> None:

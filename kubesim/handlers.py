@@ -43,8 +43,9 @@ def _list_body(r: Resource, result: ListResult) -> bytes:
 class Server:
     """The aiohttp application around one simulation."""
 
-    def __init__(self, sim: Simulation, faults: FaultInjector, token: str | None,
-                 kick: Callable[[], None]) -> None:
+    def __init__(
+        self, sim: Simulation, faults: FaultInjector, token: str | None, kick: Callable[[], None]
+    ) -> None:
         self.sim = sim
         self.faults = faults
         self.token = token
@@ -107,13 +108,17 @@ class Server:
 
     @staticmethod
     def _missing(path: str) -> Obj:
-        raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        raise errors.ApiError(
+            404, "NotFound", f"the server could not find the requested resource ({path})"
+        )
 
     async def _body(self, request: web.Request) -> Any:
         try:
             return json.loads(await request.read() or b"{}")
         except ValueError as exc:
-            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+            raise errors.bad_request(
+                f"the body of the request could not be decoded: {exc}"
+            ) from exc
 
     async def _verb(self, request: web.Request, route: Route) -> web.StreamResponse:
         api, r, method = self.sim.api, route.resource, request.method
@@ -129,10 +134,14 @@ class Server:
                 return _json(self._table(request, r, [stored], ""))
             return _json(stored.raw)
         if method == "PUT":
-            return _json(api.update(r, route.ns, route.name, await self._body(request), route.sub).raw)
+            return _json(
+                api.update(r, route.ns, route.name, await self._body(request), route.sub).raw
+            )
         if method == "PATCH":
             ctype = request.headers.get("Content-Type", "")
-            return _json(api.patch(r, route.ns, route.name, await self._body(request), ctype, route.sub).raw)
+            return _json(
+                api.patch(r, route.ns, route.name, await self._body(request), ctype, route.sub).raw
+            )
         if method == "DELETE":
             return self._delete(r, route.ns, route.name, await self._delete_options(request))
         raise errors.method_not_allowed(method)
@@ -150,20 +159,37 @@ class Server:
         if present or r is POD:
             return _json(stored.raw)
         meta = stored.obj["metadata"]
-        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                      "details": {"name": name, "group": r.group, "kind": r.plural, "uid": meta["uid"]}})
+        return _json(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {"name": name, "group": r.group, "kind": r.plural, "uid": meta["uid"]},
+            }
+        )
 
     def _evict(self, route: Route, body: Obj) -> web.Response:
         self.sim.api.get(POD, route.ns, route.name)
         self.sim.api.delete(POD, route.ns, route.name, body.get("deleteOptions") or {})
-        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                      "code": 201}, 201)
+        return _json(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            },
+            201,
+        )
 
     def _filter(self, request: web.Request, route: Route) -> WatchFilter:
         q = request.query
-        return WatchFilter(route.namespace if route.resource.namespaced else None,
-                           parse_label_selector(q.get("labelSelector")),
-                           parse_field_selector(q.get("fieldSelector")))
+        return WatchFilter(
+            route.namespace if route.resource.namespaced else None,
+            parse_label_selector(q.get("labelSelector")),
+            parse_field_selector(q.get("fieldSelector")),
+        )
 
     async def _collection(self, request: web.Request, route: Route) -> web.StreamResponse:
         api, r, q = self.sim.api, route.resource, request.query
@@ -191,7 +217,9 @@ class Server:
         include = request.query.get("includeObject", "Metadata")
         return tables.table(r, items, self.sim.store.rv, self.sim.clock.now(), include, cont)
 
-    async def _watch(self, request: web.Request, r: Resource, flt: WatchFilter) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, r: Resource, flt: WatchFilter
+    ) -> web.StreamResponse:
         q = request.query
         rv = q.get("resourceVersion")
         if rv and not rv.isdigit():
@@ -205,7 +233,9 @@ class Server:
                 return b'{"type":"' + type_.encode() + b'","object":' + row + b"}\n"
 
         stream = WatchStream(self.sim.store, r, flt, encode)
-        response = web.StreamResponse(headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"})
+        response = web.StreamResponse(
+            headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"}
+        )
         try:
             stream.start(rv)
         except errors.ApiError as exc:  # e.g. 410 Expired: an ERROR event, as the watch cache sends
@@ -221,7 +251,9 @@ class Server:
         try:
             while (left := deadline - loop.time()) > 0:
                 try:
-                    line = await asyncio.wait_for(stream.queue.get(), min(left, next_bookmark - loop.time()))
+                    line = await asyncio.wait_for(
+                        stream.queue.get(), min(left, next_bookmark - loop.time())
+                    )
                 except TimeoutError:
                     if bookmarks and loop.time() >= next_bookmark:
                         await response.write(bookmark(r, self.sim.store.rv))
@@ -239,9 +271,13 @@ class Server:
     async def _kubesim(self, request: web.Request, path: str) -> web.StreamResponse:
         parts = path.split("/")[3:]
         if parts == ["stats"]:
-            return _json({"requests": {m: {"count": c, "seconds": s} for m, (c, s) in self.stats.items()},
-                          "objects": {k: self.sim.store.count(k) for k in self.sim.store.data},
-                          "resourceVersion": self.sim.store.rv})
+            return _json(
+                {
+                    "requests": {m: {"count": c, "seconds": s} for m, (c, s) in self.stats.items()},
+                    "objects": {k: self.sim.store.count(k) for k in self.sim.store.data},
+                    "resourceVersion": self.sim.store.rv,
+                }
+            )
         if parts[:1] != ["faults"]:
             self._missing(path)
         try:
@@ -255,9 +291,13 @@ class Server:
         if method == "GET":
             return _json({"items": [f.as_dict() for f in self.faults.active.values()]})
         if method == "POST" and not rest:
-            fault = self.faults.inject(str(body.get("kind", "")), str(body.get("node", "")),
-                                       int(body.get("gpu", 0)), int(body.get("xid", 0)),
-                                       int(body.get("link", 0)))
+            fault = self.faults.inject(
+                str(body.get("kind", "")),
+                str(body.get("node", "")),
+                int(body.get("gpu", 0)),
+                int(body.get("xid", 0)),
+                int(body.get("link", 0)),
+            )
             return _json(fault.as_dict(), 201)
         if method == "DELETE":
             cleared = self.faults.clear(int(rest[0]) if rest else None, query.get("node"))

@@ -38,8 +38,10 @@ class Tally:
 
 
 def _finished(job: Obj) -> bool:
-    return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
-               for c in job.get("status", {}).get("conditions") or [])
+    return any(
+        c["type"] in ("Complete", "Failed") and c["status"] == "True"
+        for c in job.get("status", {}).get("conditions") or []
+    )
 
 
 def _index_of(pod: Obj) -> int:
@@ -142,8 +144,12 @@ class JobController:
     def _write_counts(status: Obj, pods: list[Obj], active: list[Obj], tally: Tally) -> None:
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if p["status"].get("phase") == "Running")
-        status["terminating"] = sum(1 for p in pods if p["metadata"].get("deletionTimestamp")
-                                    and p["status"].get("phase") not in ("Succeeded", "Failed"))
+        status["terminating"] = sum(
+            1
+            for p in pods
+            if p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        )
         status["succeeded"] = len(tally.succeeded)
         status["failed"] = len(tally.failed)
         status["uncountedTerminatedPods"] = {}
@@ -183,11 +189,16 @@ class JobController:
         if spec.get("completionMode") == "Indexed":
             done = len({i for i in tally.succeeded.values() if i >= 0}) >= (completions or 0)
         else:
-            done = len(tally.succeeded) >= (completions or 1) if completions else bool(tally.succeeded)
+            done = (
+                len(tally.succeeded) >= (completions or 1) if completions else bool(tally.succeeded)
+            )
         if done:
             return ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
-        restarts = sum(cs.get("restartCount", 0) for p in self._pods(job)
-                       for cs in p["status"].get("containerStatuses") or [])
+        restarts = sum(
+            cs.get("restartCount", 0)
+            for p in self._pods(job)
+            for cs in p["status"].get("containerStatuses") or []
+        )
         if len(tally.failed) + restarts > spec.get("backoffLimit", 6):
             return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
@@ -196,7 +207,9 @@ class JobController:
             return ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
         return None
 
-    def _finish(self, job: Obj, active: list[Obj], outcome: tuple[str, str, str], now: float) -> None:
+    def _finish(
+        self, job: Obj, active: list[Obj], outcome: tuple[str, str, str], now: float
+    ) -> None:
         ctype, reason, message = outcome
         status = job["status"]
         conditions = status.setdefault("conditions", [])
@@ -208,9 +221,13 @@ class JobController:
         self._delete_pods(job, active)
         status.pop("active", None)
         status.pop("ready", None)
-        self.events.record(job, "Completed" if ctype == "Complete" else reason,
-                           "Job completed" if ctype == "Complete" else message,
-                           COMPONENT, warning=ctype == "Failed")
+        self.events.record(
+            job,
+            "Completed" if ctype == "Complete" else reason,
+            "Job completed" if ctype == "Complete" else message,
+            COMPONENT,
+            warning=ctype == "Failed",
+        )
         self._schedule_ttl(job)
 
     def _delete_pods(self, job: Obj, pods: list[Obj]) -> None:
@@ -248,25 +265,39 @@ class JobController:
 
     def _create_pod(self, job: Obj, index: int, now: float, tally: Tally) -> bool:
         meta, template = job["metadata"], job["spec"]["template"]
-        pod: Obj = {"metadata": dict(template.get("metadata") or {}), "spec": dict(template["spec"])}
+        pod: Obj = {
+            "metadata": dict(template.get("metadata") or {}),
+            "spec": dict(template["spec"]),
+        }
         pmeta = pod["metadata"]
         pmeta["labels"] = dict(pmeta.get("labels") or {})
         pmeta["annotations"] = dict(pmeta.get("annotations") or {})
         prefix = f"{meta['name']}-" if index < 0 else f"{meta['name']}-{index}-"
-        pmeta.update(generateName=prefix, namespace=meta["namespace"],
-                     ownerReferences=[owner_ref(job, "batch/v1", "Job")])
+        pmeta.update(
+            generateName=prefix,
+            namespace=meta["namespace"],
+            ownerReferences=[owner_ref(job, "batch/v1", "Job")],
+        )
         if index >= 0:
             pmeta["annotations"][INDEX_KEY] = str(index)
             pmeta["labels"][INDEX_KEY] = str(index)
             pod["spec"]["hostname"] = f"{meta['name']}-{index}"
             pod["spec"]["containers"] = [
-                {**c, "env": [*(c.get("env") or []), {"name": "JOB_COMPLETION_INDEX", "value": str(index)}]}
+                {
+                    **c,
+                    "env": [
+                        *(c.get("env") or []),
+                        {"name": "JOB_COMPLETION_INDEX", "value": str(index)},
+                    ],
+                }
                 for c in pod["spec"]["containers"]
             ]
         try:
             created = self.api.create(POD, meta["namespace"], pod)
         except ApiError as exc:
-            self.events.record(job, "FailedCreate", f"Error creating: {exc.message}", COMPONENT, warning=True)
+            self.events.record(
+                job, "FailedCreate", f"Error creating: {exc.message}", COMPONENT, warning=True
+            )
             tally.retry_at = now + 5.0
             key = (meta["namespace"], meta["name"])
             self.timers.at(tally.retry_at, lambda: self.dirty.add(key))
@@ -276,14 +307,21 @@ class JobController:
 
     def _schedule_ttl(self, job: Obj) -> None:
         ttl = job["spec"].get("ttlSecondsAfterFinished")
-        finished = [c for c in job["status"].get("conditions") or []
-                    if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        finished = [
+            c
+            for c in job["status"].get("conditions") or []
+            if c["type"] in ("Complete", "Failed") and c["status"] == "True"
+        ]
         tally = self.tallies.setdefault(job["metadata"]["uid"], Tally())
         if ttl is None or not finished or "ttl" in tally.timers:
             return
         tally.timers.add("ttl")
         due = parse_rfc3339(finished[0]["lastTransitionTime"]) + ttl
-        namespace, name, uid = job["metadata"]["namespace"], job["metadata"]["name"], job["metadata"]["uid"]
+        namespace, name, uid = (
+            job["metadata"]["namespace"],
+            job["metadata"]["name"],
+            job["metadata"]["uid"],
+        )
 
         def expire() -> None:
             stored = self.api.store.get(JOB.key, namespace, name)

@@ -17,8 +17,12 @@ def kubeconfig(url: str, token: str | None, namespace: str = "default") -> dict[
         "kind": "Config",
         "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
         "users": [{"name": CONTEXT, "user": user}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT,
-                                                  "namespace": namespace}}],
+        "contexts": [
+            {
+                "name": CONTEXT,
+                "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace},
+            }
+        ],
         "current-context": CONTEXT,
         "preferences": {},
     }

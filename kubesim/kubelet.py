@@ -51,7 +51,11 @@ def _annotation(pod: Obj, key: str, default: float) -> float:
 
 def _runtime(pod: Obj) -> float | None:
     owned = bool(pod["metadata"].get("ownerReferences"))
-    default = None if pod["spec"].get("restartPolicy") == "Always" and not owned else DEFAULT_JOB_RUNTIME_S
+    default = (
+        None
+        if pod["spec"].get("restartPolicy") == "Always" and not owned
+        else DEFAULT_JOB_RUNTIME_S
+    )
     value = _annotation(pod, "kubesim.io/runtime-seconds", -1)
     return value if value >= 0 else default
 
@@ -59,8 +63,9 @@ def _runtime(pod: Obj) -> float | None:
 class Kubelet:
     """All nodes' kubelets; `node_ready` tells which are reachable."""
 
-    def __init__(self, api: Api, events: EventRecorder, timers: Timers,
-                 gpus: dict[str, NodeGpus]) -> None:
+    def __init__(
+        self, api: Api, events: EventRecorder, timers: Timers, gpus: dict[str, NodeGpus]
+    ) -> None:
         self.api = api
         self.events = events
         self.timers = timers
@@ -83,7 +88,11 @@ class Kubelet:
         if state is None and node and pod["status"].get("phase") == "Pending":
             self.pods[uid] = PodState(pod["metadata"]["namespace"], pod["metadata"]["name"], node)
             self.timers.at(self.api.clock.now() + STARTUP_S, lambda: self._start(uid))
-        elif state is not None and pod["metadata"].get("deletionTimestamp") and state.stage != "killing":
+        elif (
+            state is not None
+            and pod["metadata"].get("deletionTimestamp")
+            and state.stage != "killing"
+        ):
             grace = pod["metadata"].get("deletionGracePeriodSeconds", 30)
             state.stage = "killing"
             self.timers.at(self.api.clock.now() + min(grace, STOP_S), lambda: self._kill(uid))
@@ -112,10 +121,15 @@ class Kubelet:
         if not state.gpus and (count := int(pod_requests(pod)[GPU])) and state.node in self.gpus:
             util = _annotation(pod, "kubesim.io/gpu-util", 90.0)
             state.gpus = self.gpus[state.node].allocate(uid, count, util)
-            pod["metadata"].setdefault("annotations", {})[GPU_ANNOTATION] = ",".join(map(str, state.gpus))
+            pod["metadata"].setdefault("annotations", {})[GPU_ANNOTATION] = ",".join(
+                map(str, state.gpus)
+            )
         runtime = _runtime(pod)
-        run = Run(now, None if runtime is None else now + runtime,
-                  int(_annotation(pod, "kubesim.io/exit-code", 0)))
+        run = Run(
+            now,
+            None if runtime is None else now + runtime,
+            int(_annotation(pod, "kubesim.io/exit-code", 0)),
+        )
         state.runs.append(run)
         first = state.stage == "creating"
         state.stage = "running"
@@ -131,9 +145,11 @@ class Kubelet:
     def _start_events(pod: Obj) -> list[tuple[str, str]]:
         found = []
         for c in pod["spec"]["containers"]:
-            found += [("Pulled", f'Container image "{c["image"]}" already present on machine'),
-                      ("Created", f"Created container: {c['name']}"),
-                      ("Started", f"Started container {c['name']}")]
+            found += [
+                ("Pulled", f'Container image "{c["image"]}" already present on machine'),
+                ("Created", f"Created container: {c['name']}"),
+                ("Started", f"Started container {c['name']}"),
+            ]
         return found
 
     def _write_running(self, pod: Obj, state: PodState, run: Run, now: float) -> None:
@@ -143,11 +159,19 @@ class Kubelet:
         status["hostIP"] = status["podIP"] = self._pod_ip(state)
         status["hostIPs"], status["podIPs"] = [{"ip": status["hostIP"]}], [{"ip": status["podIP"]}]
         conditions = status.setdefault("conditions", [])
-        for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
+        for ctype in (
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled",
+        ):
             set_condition(conditions, ctype, "True", now)
         previous = {c["name"]: c for c in status.get("containerStatuses") or []}
         status["containerStatuses"] = [
-            self._container_status(c, previous.get(c["name"]), {"running": {"startedAt": rfc3339(run.started)}}, True)
+            self._container_status(
+                c, previous.get(c["name"]), {"running": {"startedAt": rfc3339(run.started)}}, True
+            )
             for c in pod["spec"]["containers"]
         ]
 
@@ -159,9 +183,13 @@ class Kubelet:
     def _container_status(container: Obj, previous: Obj | None, state: Obj, ready: bool) -> Obj:
         image = container["image"]
         status: Obj = {
-            "name": container["name"], "image": image, "imageID": f"docker.io/{image}@sha256:0",
+            "name": container["name"],
+            "image": image,
+            "imageID": f"docker.io/{image}@sha256:0",
             "containerID": f"containerd://{abs(hash((container['name'], str(state)))):016x}",
-            "ready": ready, "started": "running" in state, "state": state,
+            "ready": ready,
+            "started": "running" in state,
+            "state": state,
             "restartCount": previous.get("restartCount", 0) if previous else 0,
         }
         if previous and previous.get("lastState"):
@@ -189,19 +217,37 @@ class Kubelet:
             self._release(uid, state)
         self.api.commit(POD, stored, pod, "*")
         if restart:
-            self.events.record(pod, "BackOff", "Back-off restarting failed container",
-                               "kubelet", warning=True, host=state.node)
+            self.events.record(
+                pod,
+                "BackOff",
+                "Back-off restarting failed container",
+                "kubelet",
+                warning=True,
+                host=state.node,
+            )
 
     def _write_terminated(self, pod: Obj, run: Run, restart: bool, now: float) -> None:
-        terminated = {"exitCode": run.exit_code, "reason": "Completed" if run.exit_code == 0 else "Error",
-                      "startedAt": rfc3339(run.started), "finishedAt": rfc3339(now)}
+        terminated = {
+            "exitCode": run.exit_code,
+            "reason": "Completed" if run.exit_code == 0 else "Error",
+            "startedAt": rfc3339(run.started),
+            "finishedAt": rfc3339(now),
+        }
         status = pod["status"]
         statuses = []
         for cs in status.get("containerStatuses") or []:
             if restart:
-                cs = {**cs, "lastState": {"terminated": terminated}, "restartCount": cs.get("restartCount", 0) + 1,
-                      "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                            "message": "back-off restarting failed container"}}}
+                cs = {
+                    **cs,
+                    "lastState": {"terminated": terminated},
+                    "restartCount": cs.get("restartCount", 0) + 1,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": "back-off restarting failed container",
+                        }
+                    },
+                }
             else:
                 cs = {**cs, "state": {"terminated": terminated}}
             statuses.append({**cs, "ready": False, "started": False})
@@ -223,8 +269,13 @@ class Kubelet:
             return
         for container in stored.obj["spec"]["containers"]:
             if state.runs:
-                self.events.record(stored.obj, "Killing", f"Stopping container {container['name']}",
-                                   "kubelet", host=state.node)
+                self.events.record(
+                    stored.obj,
+                    "Killing",
+                    f"Stopping container {container['name']}",
+                    "kubelet",
+                    host=state.node,
+                )
         if state.runs and state.runs[-1].finished is None:
             state.runs[-1].finished = self.api.clock.now()
             state.runs[-1].exit_code = 137

@@ -41,13 +41,20 @@ def lines(
     seed: str, container: str, node: str, gpus: list[int], run: Run, now: float
 ) -> Iterator[tuple[float, str]]:
     """(time, text) of every line written by `now`."""
-    yield run.started, f"kubesim: container {container} started on {node}, GPUs [{','.join(map(str, gpus))}]"
+    yield (
+        run.started,
+        f"kubesim: container {container} started on {node}, GPUs [{','.join(map(str, gpus))}]",
+    )
     end = min(now, run.finished if run.finished is not None else now)
     steps = int((end - run.started) / LINE_INTERVAL_S)
     for step in range(1, steps + 1):
         yield run.started + step * LINE_INTERVAL_S, _line(seed, step, len(gpus))
     if run.finished is not None and run.finished <= now:
-        verdict = "training finished" if run.exit_code == 0 else f"error: exiting with code {run.exit_code}"
+        verdict = (
+            "training finished"
+            if run.exit_code == 0
+            else f"error: exiting with code {run.exit_code}"
+        )
         yield run.finished, verdict
 
 

@@ -30,8 +30,9 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 class NodeLifecycle:
     """Heartbeats for healthy nodes; NotReady/Ready transitions on request (faults)."""
 
-    def __init__(self, api: Api, events: EventRecorder, timers: Timers, kubelet: Kubelet,
-                 heartbeat_s: float) -> None:
+    def __init__(
+        self, api: Api, events: EventRecorder, timers: Timers, kubelet: Kubelet, heartbeat_s: float
+    ) -> None:
         self.api = api
         self.events = events
         self.timers = timers
@@ -56,15 +57,22 @@ class NodeLifecycle:
         node["status"]["conditions"] = ready_conditions(now, "True" if ready else "Unknown")
         taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
         if not ready:
-            taints += [{"key": UNREACHABLE, "effect": e, "timeAdded": rfc3339(now)}
-                       for e in ("NoSchedule", "NoExecute")]
+            taints += [
+                {"key": UNREACHABLE, "effect": e, "timeAdded": rfc3339(now)}
+                for e in ("NoSchedule", "NoExecute")
+            ]
         node["spec"]["taints"] = taints
         if not taints:
             del node["spec"]["taints"]
         committed = self.api.commit(NODE, stored, node, "*")
         status = "NodeReady" if ready else "NodeNotReady"
-        self.events.record(committed.obj, status, f"Node {name} status is now: {status}",
-                           "node-controller", warning=not ready)
+        self.events.record(
+            committed.obj,
+            status,
+            f"Node {name} status is now: {status}",
+            "node-controller",
+            warning=not ready,
+        )
         return committed.obj
 
     def set_not_ready(self, name: str) -> None:
@@ -73,7 +81,10 @@ class NodeLifecycle:
         now = self.api.clock.now()
         for stored in list(self.api.store.items(POD.key)):
             pod = stored.obj
-            if pod["spec"].get("nodeName") != name or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            if pod["spec"].get("nodeName") != name or pod["status"].get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
                 continue
             copy = stored.copy()
             set_condition(copy["status"].setdefault("conditions", []), "Ready", "False", now)
@@ -81,14 +92,20 @@ class NodeLifecycle:
             seconds = self._toleration_seconds(pod)
             if seconds is not None:
                 uid, ns, pod_name = pod["metadata"]["uid"], stored.namespace, stored.name
-                self.timers.at(now + seconds, lambda u=uid, n=ns, p=pod_name: self._evict(name, n, p, u))
+                self.timers.at(
+                    now + seconds, lambda u=uid, n=ns, p=pod_name: self._evict(name, n, p, u)
+                )
 
     @staticmethod
     def _toleration_seconds(pod: Obj) -> float | None:
         """Seconds before eviction: 0 if not tolerated, None if tolerated for ever."""
         for t in pod["spec"].get("tolerations") or []:
             matches_key = t.get("operator") == "Exists" and t.get("key") in (None, "", UNREACHABLE)
-            if (matches_key or t.get("key") == UNREACHABLE) and t.get("effect") in (None, "", "NoExecute"):
+            if (matches_key or t.get("key") == UNREACHABLE) and t.get("effect") in (
+                None,
+                "",
+                "NoExecute",
+            ):
                 seconds = t.get("tolerationSeconds")
                 return None if seconds is None else max(0.0, float(seconds))
         return 0.0
@@ -98,12 +115,21 @@ class NodeLifecycle:
         if node not in self.kubelet.down or stored is None or stored.obj["metadata"]["uid"] != uid:
             return
         pod = stored.copy()
-        set_condition(pod["status"].setdefault("conditions", []), "DisruptionTarget", "True",
-                      self.api.clock.now(), "DeletionByTaintManager",
-                      "Taint manager: deleting due to NoExecute taint")
+        set_condition(
+            pod["status"].setdefault("conditions", []),
+            "DisruptionTarget",
+            "True",
+            self.api.clock.now(),
+            "DeletionByTaintManager",
+            "Taint manager: deleting due to NoExecute taint",
+        )
         committed = self.api.commit(POD, stored, pod, "*")
-        self.events.record(committed.obj, "TaintManagerEviction",
-                           f"Marking for deletion Pod {namespace}/{name}", "taint-eviction-controller")
+        self.events.record(
+            committed.obj,
+            "TaintManagerEviction",
+            f"Marking for deletion Pod {namespace}/{name}",
+            "taint-eviction-controller",
+        )
         try:
             self.api.delete(POD, namespace, name, {})
         except ApiError:

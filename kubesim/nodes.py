@@ -43,46 +43,82 @@ def ready_conditions(now: float, ready: str = "True") -> list[Obj]:
     stamp = rfc3339(now)
     pressure = "False" if ready == "True" else "Unknown"
     conditions = [
-        ("MemoryPressure", pressure, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        (
+            "MemoryPressure",
+            pressure,
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
         ("DiskPressure", pressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        ("PIDPressure", pressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        (
+            "PIDPressure",
+            pressure,
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
         ("Ready", ready, "KubeletReady", "kubelet is posting ready status"),
     ]
     if ready != "True":
-        conditions = [(t, s, "NodeStatusUnknown", "Kubelet stopped posting node status.")
-                      for t, s, _, _ in conditions]
+        conditions = [
+            (t, s, "NodeStatusUnknown", "Kubelet stopped posting node status.")
+            for t, s, _, _ in conditions
+        ]
     return [
-        {"type": t, "status": s, "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
-         "reason": r, "message": m}
+        {
+            "type": t,
+            "status": s,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+            "reason": r,
+            "message": m,
+        }
         for t, s, r, m in conditions
     ]
 
 
 def node_object(pool: Pool, index: int, serial: int, now: float) -> Obj:
     name = f"{pool.name}-{index}"
-    capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": "110",
-                "ephemeral-storage": "1844Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    capacity = {
+        "cpu": pool.cpu,
+        "memory": pool.memory,
+        "pods": "110",
+        "ephemeral-storage": "1844Gi",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+    }
     if pool.gpu is not None:
         capacity["nvidia.com/gpu"] = str(pool.gpus_per_node)
     ip = f"10.0.{serial // 250}.{serial % 250 + 2}"
     return {
-        "metadata": {"name": name, "labels": _labels(pool, name),
-                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-        "spec": {"podCIDR": f"10.244.{serial % 256}.0/24", "providerID": f"kubesim://{name}",
-                 **({"taints": list(pool.taints)} if pool.taints else {})},
+        "metadata": {
+            "name": name,
+            "labels": _labels(pool, name),
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {
+            "podCIDR": f"10.244.{serial % 256}.0/24",
+            "providerID": f"kubesim://{name}",
+            **({"taints": list(pool.taints)} if pool.taints else {}),
+        },
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
             "conditions": ready_conditions(now),
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
                 "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
                 "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
                 "bootID": str(uuid.uuid4()),
-                "kernelVersion": "6.8.0-kubesim", "osImage": "Ubuntu 24.04 LTS",
-                "containerRuntimeVersion": "containerd://2.0.0", "kubeletVersion": KUBELET_VERSION,
-                "kubeProxyVersion": KUBELET_VERSION, "operatingSystem": "linux",
+                "kernelVersion": "6.8.0-kubesim",
+                "osImage": "Ubuntu 24.04 LTS",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
                 "architecture": "amd64",
             },
         },

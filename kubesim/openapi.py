@@ -20,7 +20,11 @@ def _gv_path(group: str, version: str) -> str:
 
 def _item_path(r: Resource) -> str:
     base = "/" + _gv_path(r.group, r.version)
-    return f"{base}/namespaces/{{namespace}}/{r.plural}/{{name}}" if r.namespaced else f"{base}/{r.plural}/{{name}}"
+    return (
+        f"{base}/namespaces/{{namespace}}/{r.plural}/{{name}}"
+        if r.namespaced
+        else f"{base}/{r.plural}/{{name}}"
+    )
 
 
 def _patch_operation(r: Resource) -> Obj:
@@ -28,8 +32,12 @@ def _patch_operation(r: Resource) -> Obj:
         "operationId": f"patch{r.kind}",
         "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
         "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
-        "requestBody": {"content": {"application/json-patch+json": {"schema": {"type": "object"}},
-                                    "application/merge-patch+json": {"schema": {"type": "object"}}}},
+        "requestBody": {
+            "content": {
+                "application/json-patch+json": {"schema": {"type": "object"}},
+                "application/merge-patch+json": {"schema": {"type": "object"}},
+            }
+        },
         "responses": {"200": {"description": "OK"}},
     }
 
@@ -39,10 +47,17 @@ def _group_versions() -> list[tuple[str, str]]:
 
 
 def _gv_document(group: str, version: str) -> Obj:
-    paths = {_item_path(r): {"patch": _patch_operation(r)}
-             for r in RESOURCES if (r.group, r.version) == (group, version)}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.37.0-kubesim"},
-            "paths": paths, "components": {"schemas": {}}}
+    paths = {
+        _item_path(r): {"patch": _patch_operation(r)}
+        for r in RESOURCES
+        if (r.group, r.version) == (group, version)
+    }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.37.0-kubesim"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }
 
 
 def document(path: str) -> Obj:

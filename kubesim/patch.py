@@ -120,7 +120,9 @@ def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
     elif kind in ("move", "copy"):
         source = _pointer(op["from"])
         src_parent = _parent(doc, source)
-        value = src_parent[int(source[-1])] if isinstance(src_parent, list) else src_parent[source[-1]]
+        value = (
+            src_parent[int(source[-1])] if isinstance(src_parent, list) else src_parent[source[-1]]
+        )
         if kind == "move":
             _apply_op(doc, {"op": "remove", "path": op["from"]})
         _apply_op(doc, {"op": "add", "path": op["path"], "value": copy.deepcopy(value)})
@@ -138,8 +140,12 @@ def json_patch(target: Any, ops: Any) -> Any:
         try:
             _apply_op(doc, op)
         except (KeyError, IndexError, ValueError, TypeError) as exc:
-            raise ApiError(422, "Invalid", f"the server rejected our request due to an error in "
-                           f"our request: {op.get('op')} {op.get('path')}: {exc!r}") from exc
+            raise ApiError(
+                422,
+                "Invalid",
+                f"the server rejected our request due to an error in "
+                f"our request: {op.get('op')} {op.get('path')}: {exc!r}",
+            ) from exc
     return doc
 
 
@@ -150,7 +156,11 @@ def apply_patch(target: Any, body: Any, content_type: str) -> Any:
         return merge_patch(target, body)
     if content_type.startswith("application/strategic-merge-patch+json"):
         return strategic_merge(target, body)
-    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
-                   f"format - accepted media types include: application/json-patch+json, "
-                   f"application/merge-patch+json, application/strategic-merge-patch+json "
-                   f"(got {content_type})")
+    raise ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown "
+        f"format - accepted media types include: application/json-patch+json, "
+        f"application/merge-patch+json, application/strategic-merge-patch+json "
+        f"(got {content_type})",
+    )

@@ -86,15 +86,18 @@ def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
 
 def _term_matches(term: Obj, node: NodeInfo) -> bool:
     fields = {"metadata.name": node.name}
-    return all(_expression_matches(e, node.labels) for e in term.get("matchExpressions") or []) and all(
-        _expression_matches(e, fields) for e in term.get("matchFields") or []
-    )
+    return all(
+        _expression_matches(e, node.labels) for e in term.get("matchExpressions") or []
+    ) and all(_expression_matches(e, fields) for e in term.get("matchFields") or [])
 
 
 def affinity_terms(pod: Obj) -> list[Obj]:
     required = (
-        pod["spec"].get("affinity", {}).get("nodeAffinity", {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        pod["spec"]
+        .get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
     )
     return list(required.get("nodeSelectorTerms") or [])
 
@@ -104,8 +107,11 @@ def pinned_nodes(pod: Obj) -> set[str] | None:
     names: set[str] = set()
     terms = affinity_terms(pod)
     for term in terms:
-        pins = [e for e in term.get("matchFields") or []
-                if e["key"] == "metadata.name" and e["operator"] == "In"]
+        pins = [
+            e
+            for e in term.get("matchFields") or []
+            if e["key"] == "metadata.name" and e["operator"] == "In"
+        ]
         if not pins:
             return None
         names.update(pins[0].get("values") or [])

@@ -21,8 +21,10 @@ def _container(pod: Obj, requested: str) -> str:
     name = pod["metadata"]["name"]
     if not requested:
         if len(names) > 1:
-            raise bad_request(f"a container name must be specified for pod {name}, "
-                              f"choose one of: [{' '.join(names)}]")
+            raise bad_request(
+                f"a container name must be specified for pod {name}, "
+                f"choose one of: [{' '.join(names)}]"
+            )
         return names[0]
     if requested not in names:
         raise bad_request(f"container {requested} is not valid for pod {name}")
@@ -45,7 +47,9 @@ def _run(sim: Simulation, pod: Obj, container: str, previous: bool) -> logs.Run:
     name = pod["metadata"]["name"]
     if previous:
         if len(runs) < 2:
-            raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+            raise bad_request(
+                f'previous terminated container "{container}" in pod "{name}" not found'
+            )
         return runs[-2]
     if not runs:
         reason = "ContainerCreating" if pod["spec"].get("nodeName") else "PodInitializing"
@@ -53,7 +57,9 @@ def _run(sim: Simulation, pod: Obj, container: str, previous: bool) -> logs.Run:
     return runs[-1]
 
 
-async def pod_log(sim: Simulation, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+async def pod_log(
+    sim: Simulation, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
     stored = sim.api.get(POD, namespace, name)
     pod, q = stored.obj, request.query
     container = _container(pod, q.get("container", ""))
@@ -64,17 +70,23 @@ async def pod_log(sim: Simulation, request: web.Request, namespace: str, name: s
     stamps = q.get("timestamps") == "true"
     now = sim.clock.now()
     since = now - since_s if since_s is not None else None
-    text = logs.render(list(logs.lines(seed, container, state.node, state.gpus, run, now)), tail, since, stamps)
+    text = logs.render(
+        list(logs.lines(seed, container, state.node, state.gpus, run, now)), tail, since, stamps
+    )
     if q.get("follow") != "true":
         return web.Response(text="".join(text), content_type="text/plain")
-    response = web.StreamResponse(headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"})
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"}
+    )
     await response.prepare(request)
     await response.write("".join(text).encode())
     sent = now
     while True:
         await asyncio.sleep(FOLLOW_POLL_S)
         now = sim.clock.now()
-        fresh = [e for e in logs.lines(seed, container, state.node, state.gpus, run, now) if e[0] > sent]
+        fresh = [
+            e for e in logs.lines(seed, container, state.node, state.gpus, run, now) if e[0] > sent
+        ]
         if fresh:
             await response.write("".join(logs.render(fresh, None, None, stamps)).encode())
             sent = fresh[-1][0]

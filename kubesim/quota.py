@@ -60,13 +60,17 @@ def admit(store: Store, resource: Resource, namespace: str, obj: Obj) -> None:
         return
     used = namespace_usage(store, namespace)
     for stored in sorted(quotas, key=lambda s: s.name):
-        hard = {k: parse_quantity(v) for k, v in (stored.obj.get("spec", {}).get("hard") or {}).items()}
+        hard = {
+            k: parse_quantity(v) for k, v in (stored.obj.get("spec", {}).get("hard") or {}).items()
+        }
         over = sorted(n for n in hard if n in request and used.get(n, 0) + request[n] > hard[n])
         if over:
             meta = obj["metadata"]
             name = meta.get("name") or meta.get("generateName", "")
-            why = (f"exceeded quota: {stored.name}, requested: {_pairs(over, request)}, "
-                   f"used: {_pairs(over, used)}, limited: {_pairs(over, hard)}")
+            why = (
+                f"exceeded quota: {stored.name}, requested: {_pairs(over, request)}, "
+                f"used: {_pairs(over, used)}, limited: {_pairs(over, hard)}"
+            )
             raise forbidden(resource.plural, resource.group, name, why)
 
 

@@ -40,18 +40,41 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(
         "", "v1", "pods", "pod", "Pod", True, ("po",), ("status", "log", "eviction"), ("all",)
     ),
-    Resource("", "v1", "resourcequotas", "resourcequota", "ResourceQuota", True, ("quota",),
-             ("status",)),
+    Resource(
+        "", "v1", "resourcequotas", "resourcequota", "ResourceQuota", True, ("quota",), ("status",)
+    ),
     Resource("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",)),
     Resource("", "v1", "events", "event", "Event", True, ("ev",)),
     Resource("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",)),
     Resource("batch", "v1", "jobs", "job", "Job", True, (), ("status",), ("all",)),
-    Resource("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
-             False, ("pc",)),
-    Resource("networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy",
-             True, ("netpol",)),
-    Resource("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget",
-             True, ("pdb",), ("status",)),
+    Resource(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "priorityclass",
+        "PriorityClass",
+        False,
+        ("pc",),
+    ),
+    Resource(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "networkpolicy",
+        "NetworkPolicy",
+        True,
+        ("netpol",),
+    ),
+    Resource(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        True,
+        ("pdb",),
+        ("status",),
+    ),
 )
 
 BY_PATH: dict[tuple[str, str, str], Resource] = {

@@ -95,8 +95,12 @@ class Scheduler:
         for resource, amount in requests.items():
             info.used[resource] += sign * amount
         if pod is not None:
-            info.pods[uid] = {"metadata": {"namespace": pod["metadata"]["namespace"],
-                                           "labels": pod["metadata"].get("labels") or {}}}
+            info.pods[uid] = {
+                "metadata": {
+                    "namespace": pod["metadata"]["namespace"],
+                    "labels": pod["metadata"].get("labels") or {},
+                }
+            }
         else:
             info.pods.pop(uid, None)
             self.retry = True
@@ -108,8 +112,13 @@ class Scheduler:
         uids = list(self.pending) if self.retry else list(self.fresh)
         self.retry, self.fresh = False, set()
         pods = [s for s in (self.api.store.get(POD.key, *self.pending[u]) for u in uids) if s]
-        pods.sort(key=lambda s: (-s.obj["spec"].get("priority", 0),
-                                 s.obj["metadata"]["creationTimestamp"], s.name))
+        pods.sort(
+            key=lambda s: (
+                -s.obj["spec"].get("priority", 0),
+                s.obj["metadata"]["creationTimestamp"],
+                s.name,
+            )
+        )
         failed: dict[tuple[float, ...], None] = {}
         for stored in pods:
             self._schedule(stored, failed)
@@ -144,9 +153,12 @@ class Scheduler:
         set_condition(conditions, "PodScheduled", "True", self.api.clock.now())
         committed = self.api.commit(POD, stored, pod, "*")
         meta = committed.obj["metadata"]
-        self.events.record(committed.obj, "Scheduled",
-                           f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
-                           "default-scheduler")
+        self.events.record(
+            committed.obj,
+            "Scheduled",
+            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+            "default-scheduler",
+        )
 
     def _unschedulable(self, stored: Stored, requests: dict[str, float]) -> None:
         uid = stored.obj["metadata"]["uid"]
@@ -154,11 +166,18 @@ class Scheduler:
             return  # reported once; the real scheduler's repeats only bump the event's count
         self.reported.add(uid)
         reasons = Counter(why_not(stored.obj, requests, n) for n in self.nodes.values())
-        parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=str)
-                          if reason)
+        parts = ", ".join(
+            f"{count} {reason}" for reason, count in sorted(reasons.items(), key=str) if reason
+        )
         message = f"0/{len(self.nodes)} nodes are available: {parts}."
         pod = stored.copy()
-        set_condition(pod["status"].setdefault("conditions", []), "PodScheduled", "False",
-                      self.api.clock.now(), "Unschedulable", message)
+        set_condition(
+            pod["status"].setdefault("conditions", []),
+            "PodScheduled",
+            "False",
+            self.api.clock.now(),
+            "Unschedulable",
+            message,
+        )
         self.api.commit(POD, stored, pod, "*")
         self.events.record(pod, "FailedScheduling", message, "default-scheduler", warning=True)

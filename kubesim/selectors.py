@@ -83,7 +83,9 @@ def selector_from_label_selector(selector: Obj | None) -> list[Requirement]:
     reqs = [Requirement(k, "=", frozenset([v])) for k, v in selector.get("matchLabels", {}).items()]
     ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
     for expr in selector.get("matchExpressions") or []:
-        reqs.append(Requirement(expr["key"], ops[expr["operator"]], frozenset(expr.get("values") or [])))
+        reqs.append(
+            Requirement(expr["key"], ops[expr["operator"]], frozenset(expr.get("values") or []))
+        )
     return reqs
 
 
@@ -134,7 +136,7 @@ def parse_field_selector(text: str | None) -> FieldSelector:
                 field, _, value = clause.partition(op)
                 field = field.strip()
                 if field not in _FIELDS:
-                    raise bad_request(f'field label not supported: {field}')
+                    raise bad_request(f"field label not supported: {field}")
                 result.append((_field_getter(field), op != "!=", value.strip()))
                 break
         else:

@@ -44,8 +44,11 @@ class KubeSim:
         token: str | None = None,
         history_size: int = 20000,
     ) -> None:
-        spec = cluster if isinstance(cluster, ClusterSpec) else (
-            load_cluster(cluster) if cluster is not None else default_cluster())
+        spec = (
+            cluster
+            if isinstance(cluster, ClusterSpec)
+            else (load_cluster(cluster) if cluster is not None else default_cluster())
+        )
         self.clock: Clock = clock if clock is not None else ScaledClock(speed)
         self.sim = Simulation(spec, self.clock, history_size)
         self.faults = FaultInjector(self.sim)
@@ -72,7 +75,9 @@ class KubeSim:
         self.port = sock.getsockname()[1]
         self.server.address = f"{self.host}:{self.port}"
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(sock, ready), name="kubesim", daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, args=(sock, ready), name="kubesim", daemon=True
+        )
         self._thread.start()
         ready.wait()
         return self
@@ -87,8 +92,9 @@ class KubeSim:
 
     async def _main(self, sock: socket.socket, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        runner = web.AppRunner(self.server.app(), access_log=None, handler_cancellation=True,
-                               shutdown_timeout=0.5)
+        runner = web.AppRunner(
+            self.server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
+        )
         await runner.setup()
         await web.SockSite(runner, sock).start()
         ticker = asyncio.create_task(self._ticker())
@@ -123,8 +129,12 @@ class KubeSim:
     def __enter__(self) -> KubeSim:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def call(self, fn: Callable[[], T]) -> T:
@@ -146,7 +156,9 @@ class KubeSim:
         loop.call_soon_threadsafe(run)
         return future.result(timeout=30)
 
-    def inject_fault(self, kind: str, node: str, gpu: int = 0, xid: int = 0, link: int = 0) -> Fault:
+    def inject_fault(
+        self, kind: str, node: str, gpu: int = 0, xid: int = 0, link: int = 0
+    ) -> Fault:
         return self.call(lambda: self.faults.inject(kind, node, gpu, xid, link))
 
     def clear_faults(self, fault_id: int | None = None, node: str | None = None) -> list[Fault]:

@@ -40,8 +40,9 @@ class Simulation:
         self.kubelet = Kubelet(self.api, self.events, self.timers, self.gpus)
         self.jobs = JobController(self.api, self.events, self.timers)
         self.gc = GarbageCollector(self.api)
-        self.lifecycle = NodeLifecycle(self.api, self.events, self.timers, self.kubelet,
-                                       cluster.heartbeat_seconds)
+        self.lifecycle = NodeLifecycle(
+            self.api, self.events, self.timers, self.kubelet, cluster.heartbeat_seconds
+        )
         self.quota_dirty: set[str] = set()
         self.store.listeners.append(self._track_quota)
         self._bootstrap(cluster)
@@ -50,11 +51,18 @@ class Simulation:
         for name in SYSTEM_NAMESPACES:
             self.api.create(NAMESPACE, "", {"metadata": {"name": name}})
         for name, value in SYSTEM_PRIORITY.items():
-            self.api.create(PRIORITYCLASS, "", {
-                "metadata": {"name": name}, "value": value, "globalDefault": False,
-                "preemptionPolicy": "PreemptLowerPriority",
-                "description": "Used for system critical pods that must not be moved from their "
-                               "current node."})
+            self.api.create(
+                PRIORITYCLASS,
+                "",
+                {
+                    "metadata": {"name": name},
+                    "value": value,
+                    "globalDefault": False,
+                    "preemptionPolicy": "PreemptLowerPriority",
+                    "description": "Used for system critical pods that must not be moved from their "
+                    "current node.",
+                },
+            )
         for pool, node in cluster_nodes(cluster, self.clock.now()):
             if pool.gpu is not None:
                 name = node["metadata"]["name"]
@@ -74,7 +82,9 @@ class Simulation:
             self.gc.run()
             self.jobs.run()
             self.scheduler.run()
-            if not (self.gc.gone or self.jobs.dirty or self.scheduler.fresh or self.scheduler.retry):
+            if not (
+                self.gc.gone or self.jobs.dirty or self.scheduler.fresh or self.scheduler.retry
+            ):
                 break
         self._update_quotas()
 

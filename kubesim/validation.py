@@ -18,17 +18,25 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 def _name_causes(resource: Resource, name: str) -> list[Cause]:
     if not name:
-        return [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")]
+        return [
+            (
+                "FieldValueRequired",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            )
+        ]
     dns_label = resource in (NAMESPACE,)
     pattern, limit = (_LABEL, 63) if dns_label else (_SUBDOMAIN, 253)
     if len(name) > limit or not pattern.match(name):
         kind = "RFC 1123 label" if dns_label else "RFC 1123 subdomain"
-        return [(
-            "FieldValueInvalid",
-            "metadata.name",
-            f'Invalid value: "{name}": a lowercase {kind} must consist of lower case alphanumeric '
-            "characters, '-' or '.', and must start and end with an alphanumeric character",
-        )]
+        return [
+            (
+                "FieldValueInvalid",
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase {kind} must consist of lower case alphanumeric '
+                "characters, '-' or '.', and must start and end with an alphanumeric character",
+            )
+        ]
     return []
 
 
@@ -47,9 +55,14 @@ def _container_causes(path: str, containers: list[Obj]) -> list[Cause]:
                 try:
                     parse_quantity(value)
                 except ValueError:
-                    causes.append(("FieldValueInvalid", f"{here}.resources.{kind}[{res}]",
-                                   f'Invalid value: "{value}": quantities must match the regular '
-                                   "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+                    causes.append(
+                        (
+                            "FieldValueInvalid",
+                            f"{here}.resources.{kind}[{res}]",
+                            f'Invalid value: "{value}": quantities must match the regular '
+                            "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                        )
+                    )
     return causes
 
 
@@ -63,16 +76,31 @@ def _job_causes(job: Obj) -> list[Cause]:
     causes = _pod_spec_causes("spec.template.spec", pod_spec)
     policy = pod_spec.get("restartPolicy", "Never")
     if policy not in ("Never", "OnFailure"):
-        causes.append(("FieldValueNotSupported", "spec.template.spec.restartPolicy",
-                       f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"'))
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "spec.template.spec.restartPolicy",
+                f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
+            )
+        )
     for field in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"):
         value = spec.get(field)
         if value is not None and (not isinstance(value, int) or value < 0):
-            causes.append(("FieldValueInvalid", f"spec.{field}",
-                           f"Invalid value: {value}: must be greater than or equal to 0"))
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    f"spec.{field}",
+                    f"Invalid value: {value}: must be greater than or equal to 0",
+                )
+            )
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
-        causes.append(("FieldValueRequired", "spec.completions",
-                       'Required value: when completion mode is Indexed'))
+        causes.append(
+            (
+                "FieldValueRequired",
+                "spec.completions",
+                "Required value: when completion mode is Indexed",
+            )
+        )
     return causes
 
 

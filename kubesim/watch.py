@@ -55,16 +55,24 @@ def translate(change: Change, flt: WatchFilter) -> str | None:
 
 
 def bookmark(resource: Resource, rv: int) -> bytes:
-    obj = {"kind": resource.kind, "apiVersion": resource.group_version,
-           "metadata": {"resourceVersion": str(rv)}}
+    obj = {
+        "kind": resource.kind,
+        "apiVersion": resource.group_version,
+        "metadata": {"resourceVersion": str(rv)},
+    }
     return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
 
 class WatchStream:
     """Buffers the lines of one watch between the store (sync) and the HTTP writer (async)."""
 
-    def __init__(self, store: Store, resource: Resource, flt: WatchFilter,
-                 encode: Callable[[str, Stored], bytes] = event_line) -> None:
+    def __init__(
+        self,
+        store: Store,
+        resource: Resource,
+        flt: WatchFilter,
+        encode: Callable[[str, Stored], bytes] = event_line,
+    ) -> None:
         self.store = store
         self.encode = encode
         self.resource = resource
@@ -83,8 +91,10 @@ class WatchStream:
             for change in self.store.changes_since(self.resource.key, int(rv)):
                 self._deliver(change)
         else:
-            for stored in sorted(self.store.items(self.resource.key, self.flt.namespace),
-                                 key=lambda s: (s.namespace, s.name)):
+            for stored in sorted(
+                self.store.items(self.resource.key, self.flt.namespace),
+                key=lambda s: (s.namespace, s.name),
+            ):
                 if self.flt.matches(stored):
                     self.queue.put_nowait(self.encode("ADDED", stored))
         self.store.add_watcher(self.watcher)

@@ -90,8 +90,13 @@ class NodeGpus:
         self.lock = threading.RLock()
         start = clock.now()
         self.gpus = [
-            SimGpu(node, i, product, f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{node}/{i}')}",
-                   energy_at=start)
+            SimGpu(
+                node,
+                i,
+                product,
+                f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{node}/{i}')}",
+                energy_at=start,
+            )
             for i in range(count)
         ]
         self.xid_events: list[tuple[int, int, float]] = []  # (gpu index, xid, time)

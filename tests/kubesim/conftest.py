@@ -59,22 +59,43 @@ def namespace(core: client.CoreV1Api) -> str:
     return name
 
 
-def job_manifest(name: str, runtime: float = 2, gpus: int = 1, exit_code: int = 0,
-                 **spec: Any) -> dict[str, Any]:
-    annotations = {"kubesim.io/runtime-seconds": str(runtime), "kubesim.io/exit-code": str(exit_code)}
+def job_manifest(
+    name: str, runtime: float = 2, gpus: int = 1, exit_code: int = 0, **spec: Any
+) -> dict[str, Any]:
+    annotations = {
+        "kubesim.io/runtime-seconds": str(runtime),
+        "kubesim.io/exit-code": str(exit_code),
+    }
     pod_spec: dict[str, Any] = {
         "restartPolicy": spec.pop("restartPolicy", "Never"),
-        "containers": [{"name": "train", "image": "ghcr.io/acme/train:1.0",
-                        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        "containers": [
+            {
+                "name": "train",
+                "image": "ghcr.io/acme/train:1.0",
+                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+            }
+        ],
     }
     pod_spec.update(spec.pop("pod", {}))
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"template": {"metadata": {"annotations": annotations}, "spec": pod_spec}, **spec}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"template": {"metadata": {"annotations": annotations}, "spec": pod_spec}, **spec},
+    }
 
 
-def pod_manifest(name: str, gpus: int = 0, runtime: float | None = None, **spec: Any) -> dict[str, Any]:
+def pod_manifest(
+    name: str, gpus: int = 0, runtime: float | None = None, **spec: Any
+) -> dict[str, Any]:
     annotations = {} if runtime is None else {"kubesim.io/runtime-seconds": str(runtime)}
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations},
-            "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "resources": resources}],
-                     **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1.36", "resources": resources}],
+            **spec,
+        },
+    }

@@ -9,16 +9,22 @@ from tests.kubesim.conftest import job_manifest, wait_for
 INDEX = "batch.kubernetes.io/job-completion-index"
 
 
-def _conditions(batch: client.BatchV1Api, namespace: str, name: str) -> dict[str, client.V1JobCondition]:
+def _conditions(
+    batch: client.BatchV1Api, namespace: str, name: str
+) -> dict[str, client.V1JobCondition]:
     job = batch.read_namespaced_job(name, namespace)
     return {c.type: c for c in job.status.conditions or [] if c.status == "True"}
 
 
 def _pods(core: client.CoreV1Api, namespace: str, job: str) -> list[client.V1Pod]:
-    return core.list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={job}").items
+    return core.list_namespaced_pod(
+        namespace, label_selector=f"batch.kubernetes.io/job-name={job}"
+    ).items
 
 
-def test_job_runs_its_pod_to_complete(core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
+def test_job_runs_its_pod_to_complete(
+    core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str
+) -> None:
     batch.create_namespaced_job(namespace, job_manifest("done", runtime=2))
     wait_for(lambda: "Complete" in _conditions(batch, namespace, "done"), what="Complete")
     job = batch.read_namespaced_job("done", namespace)
@@ -33,7 +39,9 @@ def test_job_runs_its_pod_to_complete(core: client.CoreV1Api, batch: client.Batc
 def test_indexed_job_gives_each_pod_an_index_and_hostname(
     core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str
 ) -> None:
-    manifest = job_manifest("idx", runtime=2, completionMode="Indexed", completions=3, parallelism=3)
+    manifest = job_manifest(
+        "idx", runtime=2, completionMode="Indexed", completions=3, parallelism=3
+    )
     batch.create_namespaced_job(namespace, manifest)
     wait_for(lambda: len(_pods(core, namespace, "idx")) == 3, what="three pods")
     pods = _pods(core, namespace, "idx")
@@ -44,15 +52,27 @@ def test_indexed_job_gives_each_pod_an_index_and_hostname(
 
 
 def test_failing_pods_exhaust_the_backoff_limit(batch: client.BatchV1Api, namespace: str) -> None:
-    batch.create_namespaced_job(namespace, job_manifest("boom", runtime=1, exit_code=3, backoffLimit=1))
-    conditions = wait_for(lambda: _conditions(batch, namespace, "boom").get("Failed") and
-                          _conditions(batch, namespace, "boom"), timeout=20, what="Failed")
+    batch.create_namespaced_job(
+        namespace, job_manifest("boom", runtime=1, exit_code=3, backoffLimit=1)
+    )
+    conditions = wait_for(
+        lambda: (
+            _conditions(batch, namespace, "boom").get("Failed")
+            and _conditions(batch, namespace, "boom")
+        ),
+        timeout=20,
+        what="Failed",
+    )
     assert conditions["Failed"].reason == "BackoffLimitExceeded"
     assert batch.read_namespaced_job("boom", namespace).status.failed == 2
 
 
-def test_active_deadline_fails_a_long_job(core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
-    batch.create_namespaced_job(namespace, job_manifest("slow", runtime=600, activeDeadlineSeconds=5))
+def test_active_deadline_fails_a_long_job(
+    core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str
+) -> None:
+    batch.create_namespaced_job(
+        namespace, job_manifest("slow", runtime=600, activeDeadlineSeconds=5)
+    )
     failed = wait_for(lambda: _conditions(batch, namespace, "slow").get("Failed"), what="deadline")
     assert failed.reason == "DeadlineExceeded"
     wait_for(lambda: not _pods(core, namespace, "slow"), what="pods removed")
@@ -68,15 +88,25 @@ def test_suspended_job_creates_no_pods_until_resumed(
     wait_for(lambda: "Complete" in _conditions(batch, namespace, "held"), what="Complete")
 
 
-def test_parallel_job_runs_pods_side_by_side(core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
-    batch.create_namespaced_job(namespace, job_manifest("par", runtime=3, parallelism=2, completions=4))
-    wait_for(lambda: batch.read_namespaced_job("par", namespace).status.active == 2, what="two active")
-    wait_for(lambda: "Complete" in _conditions(batch, namespace, "par"), timeout=15, what="Complete")
+def test_parallel_job_runs_pods_side_by_side(
+    core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str
+) -> None:
+    batch.create_namespaced_job(
+        namespace, job_manifest("par", runtime=3, parallelism=2, completions=4)
+    )
+    wait_for(
+        lambda: batch.read_namespaced_job("par", namespace).status.active == 2, what="two active"
+    )
+    wait_for(
+        lambda: "Complete" in _conditions(batch, namespace, "par"), timeout=15, what="Complete"
+    )
     assert batch.read_namespaced_job("par", namespace).status.succeeded == 4
 
 
 def test_finished_job_is_deleted_after_its_ttl(batch: client.BatchV1Api, namespace: str) -> None:
-    batch.create_namespaced_job(namespace, job_manifest("ttl", runtime=1, ttlSecondsAfterFinished=2))
+    batch.create_namespaced_job(
+        namespace, job_manifest("ttl", runtime=1, ttlSecondsAfterFinished=2)
+    )
     wait_for(lambda: not batch.list_namespaced_job(namespace).items, what="ttl deletion")
 
 
@@ -96,7 +126,10 @@ def test_foreground_deletion_keeps_the_job_until_pods_are_gone(
     wait_for(lambda: _pods(core, namespace, "fg"), what="pod")
     batch.delete_namespaced_job("fg", namespace, propagation_policy="Foreground")
     job = batch.read_namespaced_job("fg", namespace)
-    assert job.metadata.deletion_timestamp is not None and "foregroundDeletion" in job.metadata.finalizers
+    assert (
+        job.metadata.deletion_timestamp is not None
+        and "foregroundDeletion" in job.metadata.finalizers
+    )
     wait_for(lambda: not batch.list_namespaced_job(namespace).items, what="job gone")
     assert _pods(core, namespace, "fg") == []
 

@@ -26,16 +26,19 @@ def zoo(core: client.CoreV1Api, namespace: str) -> str:
     return namespace
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("app=web", {"a", "c"}),
-    ("app==web", {"a", "c"}),
-    ("app!=web", {"b"}),
-    ("app in (db, cache)", {"b"}),
-    ("app notin (db)", {"a", "c"}),
-    ("tier", {"a", "b"}),
-    ("!tier", {"c"}),
-    ("app=web,tier", {"a"}),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=web", {"a", "c"}),
+        ("app==web", {"a", "c"}),
+        ("app!=web", {"b"}),
+        ("app in (db, cache)", {"b"}),
+        ("app notin (db)", {"a", "c"}),
+        ("tier", {"a", "b"}),
+        ("!tier", {"c"}),
+        ("app=web,tier", {"a"}),
+    ],
+)
 def test_label_selectors_filter_lists(
     core: client.CoreV1Api, zoo: str, selector: str, expected: set[str]
 ) -> None:
@@ -46,7 +49,9 @@ def test_label_selectors_filter_lists(
 def test_field_selectors_filter_on_name_and_phase(core: client.CoreV1Api, zoo: str) -> None:
     by_name = core.list_namespaced_pod(zoo, field_selector="metadata.name=b").items
     assert [p.metadata.name for p in by_name] == ["b"]
-    not_b = core.list_namespaced_pod(zoo, field_selector="metadata.name!=b,status.phase!=Failed").items
+    not_b = core.list_namespaced_pod(
+        zoo, field_selector="metadata.name!=b,status.phase!=Failed"
+    ).items
     assert {p.metadata.name for p in not_b} == {"a", "c"}
 
 
@@ -70,16 +75,28 @@ def test_watch_resumes_after_a_resource_version(core: client.CoreV1Api, namespac
     core.delete_namespaced_pod("w1", namespace, grace_period_seconds=0)
     events = [
         (e["type"], e["object"].metadata.name)
-        for e in watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=1,
-                                      resource_version=listed.metadata.resource_version)
+        for e in watch.Watch().stream(
+            core.list_namespaced_pod,
+            namespace,
+            timeout_seconds=1,
+            resource_version=listed.metadata.resource_version,
+        )
     ]
     assert events[0] == ("ADDED", "w1") and events[-1] == ("DELETED", "w1")
 
 
-def test_watch_without_version_starts_with_current_objects(core: client.CoreV1Api, zoo: str) -> None:
-    events = list(watch.Watch().stream(core.list_namespaced_pod, zoo, timeout_seconds=1,
-                                       label_selector="app=web"))
-    assert {(e["type"], e["object"].metadata.name) for e in events[:2]} == {("ADDED", "a"), ("ADDED", "c")}
+def test_watch_without_version_starts_with_current_objects(
+    core: client.CoreV1Api, zoo: str
+) -> None:
+    events = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod, zoo, timeout_seconds=1, label_selector="app=web"
+        )
+    )
+    assert {(e["type"], e["object"].metadata.name) for e in events[:2]} == {
+        ("ADDED", "a"),
+        ("ADDED", "c"),
+    }
 
 
 def test_objects_leaving_or_entering_a_selector_are_deleted_or_added(
@@ -88,9 +105,16 @@ def test_objects_leaving_or_entering_a_selector_are_deleted_or_added(
     rv = core.list_namespaced_pod(zoo).metadata.resource_version
     core.patch_namespaced_pod("a", zoo, {"metadata": {"labels": {"app": "db"}}})
     core.patch_namespaced_pod("b", zoo, {"metadata": {"labels": {"app": "web"}}})
-    events = [(e["type"], e["object"].metadata.name)
-              for e in watch.Watch().stream(core.list_namespaced_pod, zoo, timeout_seconds=1,
-                                            resource_version=rv, label_selector="app=web")]
+    events = [
+        (e["type"], e["object"].metadata.name)
+        for e in watch.Watch().stream(
+            core.list_namespaced_pod,
+            zoo,
+            timeout_seconds=1,
+            resource_version=rv,
+            label_selector="app=web",
+        )
+    ]
     assert ("DELETED", "a") in events and ("ADDED", "b") in events
 
 
@@ -107,13 +131,22 @@ def test_watch_from_a_compacted_version_is_expired() -> None:
 
 
 def test_bookmarks_carry_the_current_resource_version(
-    api_client: client.ApiClient, core: client.CoreV1Api, namespace: str, monkeypatch: pytest.MonkeyPatch
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("kubesim.watch.BOOKMARK_INTERVAL_S", 0.2)
     monkeypatch.setattr("kubesim.handlers.BOOKMARK_INTERVAL_S", 0.2)
     rv = core.list_namespaced_pod(namespace).metadata.resource_version
-    response = core.list_namespaced_pod(namespace, watch=True, allow_watch_bookmarks=True,
-                                        resource_version=rv, timeout_seconds=1, _preload_content=False)
+    response = core.list_namespaced_pod(
+        namespace,
+        watch=True,
+        allow_watch_bookmarks=True,
+        resource_version=rv,
+        timeout_seconds=1,
+        _preload_content=False,
+    )
     lines = [line for line in response.read().decode().splitlines() if line]
     assert lines and all('"type":"BOOKMARK"' in line for line in lines)
     assert int(lines[-1].split('"resourceVersion":"')[1].split('"')[0]) >= int(rv)

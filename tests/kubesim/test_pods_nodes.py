@@ -21,8 +21,13 @@ def test_nodes_carry_gpu_labels_capacity_and_ready(core: client.CoreV1Api) -> No
     node = core.read_node("h100-a-0")
     labels = node.metadata.labels
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    assert labels["nvidia.com/gpu.count"] == "8" and labels["topology.kubernetes.io/zone"] == "rack-a"
-    assert node.status.capacity["nvidia.com/gpu"] == "8" and node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert (
+        labels["nvidia.com/gpu.count"] == "8" and labels["topology.kubernetes.io/zone"] == "rack-a"
+    )
+    assert (
+        node.status.capacity["nvidia.com/gpu"] == "8"
+        and node.status.allocatable["nvidia.com/gpu"] == "8"
+    )
     ready = next(c for c in node.status.conditions if c.type == "Ready")
     assert ready.status == "True" and ready.last_heartbeat_time is not None
     a100 = core.list_node(label_selector="nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB").items
@@ -38,20 +43,26 @@ def test_pod_exit_code_decides_its_phase(core: client.CoreV1Api, namespace: str)
     assert state.terminated.exit_code == 2 and state.terminated.reason == "Error"
 
 
-def test_log_is_refused_while_the_container_is_waiting(core: client.CoreV1Api, namespace: str) -> None:
+def test_log_is_refused_while_the_container_is_waiting(
+    core: client.CoreV1Api, namespace: str
+) -> None:
     core.create_namespaced_pod(namespace, pod_manifest("waiting", gpus=9))
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod_log("waiting", namespace)
     assert caught.value.status == 400
     assert json.loads(caught.value.body)["message"] == (
-        'container "main" in pod "waiting" is waiting to start: PodInitializing')
+        'container "main" in pod "waiting" is waiting to start: PodInitializing'
+    )
 
 
 def test_logs_grow_and_honour_tail_and_timestamps(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, pod_manifest("train", gpus=1, runtime=600))
     wait_for(lambda: _phase(core, namespace, "train") == "Running", what="Running")
     first = core.read_namespaced_pod_log("train", namespace)
-    wait_for(lambda: len(core.read_namespaced_pod_log("train", namespace)) > len(first) + 100, what="growth")
+    wait_for(
+        lambda: len(core.read_namespaced_pod_log("train", namespace)) > len(first) + 100,
+        what="growth",
+    )
     assert first.startswith("kubesim: container main started on ")
     assert "step=1 loss=" in core.read_namespaced_pod_log("train", namespace)
     tail = core.read_namespaced_pod_log("train", namespace, tail_lines=2).splitlines()
@@ -61,7 +72,9 @@ def test_logs_grow_and_honour_tail_and_timestamps(core: client.CoreV1Api, namesp
 
 
 def test_followed_log_ends_when_the_container_exits(core: client.CoreV1Api, namespace: str) -> None:
-    core.create_namespaced_pod(namespace, pod_manifest("short", gpus=1, runtime=4, restartPolicy="Never"))
+    core.create_namespaced_pod(
+        namespace, pod_manifest("short", gpus=1, runtime=4, restartPolicy="Never")
+    )
     wait_for(lambda: _phase(core, namespace, "short") == "Running", what="Running")
     response = core.read_namespaced_pod_log("short", namespace, follow=True, _preload_content=False)
     text = response.read().decode()
@@ -72,12 +85,27 @@ def test_previous_log_is_served_after_a_restart(core: client.CoreV1Api, namespac
     body = pod_manifest("crashy", runtime=1, restartPolicy="OnFailure")
     body["metadata"]["annotations"]["kubesim.io/exit-code"] = "1"
     core.create_namespaced_pod(namespace, body)
-    wait_for(lambda: core.read_namespaced_pod("crashy", namespace).status.container_statuses
-             and core.read_namespaced_pod("crashy", namespace).status.container_statuses[0].restart_count >= 1,
-             what="restart", timeout=20)
-    wait_for(lambda: _phase(core, namespace, "crashy") == "Running" and
-             core.read_namespaced_pod("crashy", namespace).status.container_statuses[0].state.running,
-             what="second run", timeout=20)
+    wait_for(
+        lambda: (
+            core.read_namespaced_pod("crashy", namespace).status.container_statuses
+            and core.read_namespaced_pod("crashy", namespace)
+            .status.container_statuses[0]
+            .restart_count
+            >= 1
+        ),
+        what="restart",
+        timeout=20,
+    )
+    wait_for(
+        lambda: (
+            _phase(core, namespace, "crashy") == "Running"
+            and core.read_namespaced_pod("crashy", namespace)
+            .status.container_statuses[0]
+            .state.running
+        ),
+        what="second run",
+        timeout=20,
+    )
     previous = core.read_namespaced_pod_log("crashy", namespace, previous=True)
     assert previous.rstrip().endswith("error: exiting with code 1")
 
@@ -85,11 +113,28 @@ def test_previous_log_is_served_after_a_restart(core: client.CoreV1Api, namespac
 def test_not_ready_node_is_tainted_and_its_pods_are_evicted(
     sim: KubeSim, core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str
 ) -> None:
-    pin = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubesim.io/rack", "operator": "In", "values": ["rack-c"]}]}]}}}
-    batch.create_namespaced_job(namespace, job_manifest("victim", runtime=600, pod={"affinity": pin}))
-    pod = wait_for(lambda: [p for p in core.list_namespaced_pod(namespace).items if p.status.phase == "Running"],
-                   what="Running")[0]
+    pin = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubesim.io/rack", "operator": "In", "values": ["rack-c"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    batch.create_namespaced_job(
+        namespace, job_manifest("victim", runtime=600, pod={"affinity": pin})
+    )
+    pod = wait_for(
+        lambda: [
+            p for p in core.list_namespaced_pod(namespace).items if p.status.phase == "Running"
+        ],
+        what="Running",
+    )[0]
     node = pod.spec.node_name
     fault = sim.inject_fault("node-notready", node)
     try:
@@ -97,18 +142,36 @@ def test_not_ready_node_is_tainted_and_its_pods_are_evicted(
         ready = next(c for c in view.status.conditions if c.type == "Ready")
         assert ready.status == "Unknown" and ready.reason == "NodeStatusUnknown"
         assert {(t.key, t.effect) for t in view.spec.taints} == {
-            ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
-        evicted = wait_for(lambda: core.read_namespaced_pod(pod.metadata.name, namespace).metadata.deletion_timestamp
-                           and core.read_namespaced_pod(pod.metadata.name, namespace), what="eviction")
+            ("node.kubernetes.io/unreachable", "NoSchedule"),
+            ("node.kubernetes.io/unreachable", "NoExecute"),
+        }
+        evicted = wait_for(
+            lambda: (
+                core.read_namespaced_pod(pod.metadata.name, namespace).metadata.deletion_timestamp
+                and core.read_namespaced_pod(pod.metadata.name, namespace)
+            ),
+            what="eviction",
+        )
         target = next(c for c in evicted.status.conditions if c.type == "DisruptionTarget")
         assert target.reason == "DeletionByTaintManager"
-        replacement = wait_for(lambda: [p for p in core.list_namespaced_pod(namespace).items
-                                        if p.metadata.name != pod.metadata.name and p.spec.node_name], what="replacement")
+        replacement = wait_for(
+            lambda: [
+                p
+                for p in core.list_namespaced_pod(namespace).items
+                if p.metadata.name != pod.metadata.name and p.spec.node_name
+            ],
+            what="replacement",
+        )
         assert replacement[0].spec.node_name != node
     finally:
         sim.clear_faults(fault.id)
-    wait_for(lambda: pod.metadata.name not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items},
-             what="terminating pod removed once the node is back")
+    wait_for(
+        lambda: (
+            pod.metadata.name
+            not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+        ),
+        what="terminating pod removed once the node is back",
+    )
     assert not core.read_node(node).spec.taints
 
 
@@ -118,11 +181,15 @@ def test_restart_on_the_same_port_keeps_the_cluster_state() -> None:
         config.host = sim.url
         batch = client.BatchV1Api(client.ApiClient(config))
         batch.create_namespaced_job("default", job_manifest("survivor", runtime=600))
-        wait_for(lambda: batch.read_namespaced_job("survivor", "default").status.active, what="active")
+        wait_for(
+            lambda: batch.read_namespaced_job("survivor", "default").status.active, what="active"
+        )
         url = sim.url
         sim.stop()
         with pytest.raises(Exception):  # noqa: B017 - any connection error proves the outage
-            client.BatchV1Api(client.ApiClient(config)).list_namespaced_job("default", _request_timeout=1)
+            client.BatchV1Api(client.ApiClient(config)).list_namespaced_job(
+                "default", _request_timeout=1
+            )
         sim.start()
         assert sim.url == url
         job = batch.read_namespaced_job("survivor", "default")

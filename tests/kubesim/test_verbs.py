@@ -26,8 +26,9 @@ def test_created_objects_carry_server_metadata(core: client.CoreV1Api, namespace
 
 
 def test_generate_name_gets_a_random_suffix(core: client.CoreV1Api, namespace: str) -> None:
-    pod = core.create_namespaced_pod(namespace, {"metadata": {"generateName": "gen-"},
-                                                 "spec": pod_manifest("x")["spec"]})
+    pod = core.create_namespaced_pod(
+        namespace, {"metadata": {"generateName": "gen-"}, "spec": pod_manifest("x")["spec"]}
+    )
     assert pod.metadata.name.startswith("gen-") and len(pod.metadata.name) == 9
 
 
@@ -50,10 +51,15 @@ def test_second_create_is_already_exists(batch: client.BatchV1Api, namespace: st
 def test_create_in_missing_namespace_is_not_found(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as caught:
         core.create_namespaced_pod("no-such-ns", pod_manifest("x"))
-    assert caught.value.status == 404 and _error(caught.value)["message"] == 'namespaces "no-such-ns" not found'
+    assert (
+        caught.value.status == 404
+        and _error(caught.value)["message"] == 'namespaces "no-such-ns" not found'
+    )
 
 
-def test_update_with_stale_resource_version_conflicts(core: client.CoreV1Api, namespace: str) -> None:
+def test_update_with_stale_resource_version_conflicts(
+    core: client.CoreV1Api, namespace: str
+) -> None:
     body = {"metadata": {"name": "lr"}, "spec": {"limits": [{"type": "Container"}]}}
     created = core.create_namespaced_limit_range(namespace, body)
     created.metadata.labels = {"a": "1"}
@@ -83,7 +89,8 @@ def test_merge_and_strategic_patches_merge_labels_and_containers(
     core.create_namespaced_pod(namespace, pod_manifest("patch"))
     core.patch_namespaced_pod("patch", namespace, {"metadata": {"labels": {"x": "1"}}})
     patched = core.patch_namespaced_pod(
-        "patch", namespace, {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}})
+        "patch", namespace, {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}}
+    )
     assert patched.metadata.labels == {"x": "1"}
     assert [(c.name, c.image) for c in patched.spec.containers] == [("main", "busybox:1.37")]
     assert patched.spec.containers[0].termination_message_path == "/dev/termination-log"
@@ -92,7 +99,8 @@ def test_merge_and_strategic_patches_merge_labels_and_containers(
 def test_json_patch_applies_operations(core: client.CoreV1Api, namespace: str) -> None:
     core.create_namespaced_pod(namespace, pod_manifest("jsonpatch"))
     patched = core.patch_namespaced_pod(
-        "jsonpatch", namespace, [{"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}])
+        "jsonpatch", namespace, [{"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}]
+    )
     assert patched.metadata.labels == {"team": "a"}
 
 
@@ -136,11 +144,18 @@ def test_every_served_object_deserialises_into_client_models(
     sim: KubeSim, api_client: client.ApiClient, batch: client.BatchV1Api, namespace: str
 ) -> None:
     batch.create_namespaced_job(namespace, job_manifest("models", runtime=1))
-    wait_for(lambda: batch.read_namespaced_job("models", namespace).status.succeeded, what="job done")
-    models = {"pods": "V1PodList", "nodes": "V1NodeList", "namespaces": "V1NamespaceList",
-              "events": "CoreV1EventList", "jobs.batch": "V1JobList",
-              "priorityclasses.scheduling.k8s.io": "V1PriorityClassList",
-              "serviceaccounts": "V1ServiceAccountList"}
+    wait_for(
+        lambda: batch.read_namespaced_job("models", namespace).status.succeeded, what="job done"
+    )
+    models = {
+        "pods": "V1PodList",
+        "nodes": "V1NodeList",
+        "namespaces": "V1NamespaceList",
+        "events": "CoreV1EventList",
+        "jobs.batch": "V1JobList",
+        "priorityclasses.scheduling.k8s.io": "V1PriorityClassList",
+        "serviceaccounts": "V1ServiceAccountList",
+    }
     checked = 0
     for key, model in models.items():
         with urllib.request.urlopen(f"{sim.url}{_collection_path(key)}") as response:
