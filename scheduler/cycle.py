@@ -20,7 +20,7 @@ from typing import Any
 from scheduler import preemption
 from scheduler.config import Policy, PolicyConfig
 from scheduler.decisions import Admission, Preemption, Reason, ReasonCode
-from scheduler.explain import capacity_reason, cordoned
+from scheduler.explain import capacity_reason, cordoned, pods_in
 from scheduler.ledger import Ledger
 from scheduler.model import JobId, JobRequest, Placement, RunningJob, Snapshot
 from scheduler.placement import find_placement
@@ -39,6 +39,7 @@ class Cycle:
         capacity = {gpu_type: sum(pool.total.values()) for gpu_type, pool in self.pools.items()}
         self.ledger = Ledger(snapshot, config, capacity)
         self.start_counts = {t: pool.bucket_counts() for t, pool in self.pools.items()}
+        self.start_pods: dict[tuple[str, int], int] = {}
         self.running: dict[str, list[RunningJob]] = {}
         self.claims: dict[JobId, list[RunningJob]] = {}
         for running in sorted(snapshot.running, key=lambda r: r.job.id):
@@ -105,8 +106,9 @@ class Cycle:
         used = self.ledger.used.get(stream.key, 0)
         if used + stream.gpus.min() > self.ledger.limit(team, gpu_type):
             return True
-        lendable = pool.held_total and self.now + stream.runtime_limit.min() <= pool.latest_hold
-        return pool.largest_free() < stream.gpus_per_node.min() and not lendable
+        if pool.largest_free() >= stream.gpus_per_node.min():
+            return False
+        return pool.lendable_total(self.now + stream.runtime_limit.min()) < stream.gpus.min()
 
     # -- one job ----------------------------------------------------------------------------
 
@@ -178,8 +180,12 @@ class Cycle:
     def _capacity_reason(self, job: JobRequest, pool: NodePool) -> Reason:
         if not self.explain:
             return _UNEXPLAINED
-        counts = self.start_counts[job.gpu_type]
-        return capacity_reason(job, pool, counts, self.ahead[job.gpu_type] - 1, self.now)
+        key = (job.gpu_type, job.gpus_per_node)
+        start_pods = self.start_pods.get(key)
+        if start_pods is None:
+            start_pods = pods_in(self.start_counts[job.gpu_type], job.gpus_per_node)
+            self.start_pods[key] = start_pods
+        return capacity_reason(job, pool, start_pods, self.ahead[job.gpu_type] - 1, self.now)
 
     def _reserve(
         self, job: JobRequest, pool: NodePool, found: tuple[float, Placement] | None = None
@@ -246,7 +252,9 @@ class Cycle:
             ]
             ranked.sort(key=lambda r: preemption.victim_order(r, self.now))
             self.victims[gpu_type] = ranked
-        return [r for r in ranked if r.job.id not in self.stopped]
+        if self.stopped:
+            return [r for r in ranked if r.job.id not in self.stopped]
+        return ranked
 
     def _preempt(self, job: JobRequest, pool: NodePool, quota: Reason | None) -> Reason | bool:
         """Preempt for `job` if that is allowed and quicker than waiting: True if admitted now."""

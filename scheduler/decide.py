@@ -40,9 +40,11 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     latest: dict[JobId, float | None] = {}
     expected: dict[JobId, float | None] = {}
     bounds: dict[str, LowerBound] = {}
+    predicted = _has_predictions(cycle)
     for gpu_type, waiting in by_type.items():
         latest.update(_forward(cycle, gpu_type, waiting, RunningJob.end_by_limit))
-        expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
+        if predicted:
+            expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     pending: dict[JobId, Pending] = {}
     for job in cycle.visited:
@@ -51,10 +53,18 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             pending[job.id] = _waiting_for_own(cycle, job, reason)
         elif job.id in latest:
             floor = bounds[job.gpu_type].earliest(job.gpus, cycle.now)
-            pending[job.id] = _pending_entry(reason, floor, expected[job.id], latest[job.id])
+            best_guess = expected.get(job.id, latest[job.id])
+            pending[job.id] = _pending_entry(reason, floor, best_guess, latest[job.id])
         else:
             pending[job.id] = Pending(reason, None, None)
     return pending
+
+
+def _has_predictions(cycle: Cycle) -> bool:
+    """Without any runtime prediction the expected projection is the pessimistic one."""
+    return any(r.job.expected_runtime_s is not None for r in cycle.snapshot.running) or any(
+        job.expected_runtime_s is not None for job in cycle.visited
+    )
 
 
 def _forward(

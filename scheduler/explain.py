@@ -27,8 +27,9 @@ def cordoned(job: JobRequest, unschedulable: int) -> Reason:
 
 
 def capacity_reason(
-    job: JobRequest, pool: NodePool, start_counts: Sequence[int], jobs_ahead: int, now: float
+    job: JobRequest, pool: NodePool, start_pods: int, jobs_ahead: int, now: float
 ) -> Reason:
+    """`start_pods`: pods of the job's size that fit at the start of the cycle."""
     end = now + job.runtime_limit_s
     if pool.held_total and _fits_ignoring_holds(job, pool):
         hold = pool.first_blocking_hold(end)
@@ -37,7 +38,7 @@ def capacity_reason(
             return Reason(
                 ReasonCode.BACKFILL_BLOCKED, {**figures, "wait_s": round(hold.start - now)}
             )
-    if jobs_ahead and pods_in(start_counts, job.gpus_per_node) >= job.nodes:
+    if jobs_ahead and start_pods >= job.nodes:
         return Reason(ReasonCode.PRIORITY, {"jobs_ahead": jobs_ahead})
     return shape_reason(job, pool)
 

@@ -33,6 +33,7 @@ class Ledger:
         self._dept_used: dict[TeamType, int] = {}
         self._member_used: dict[TeamType, int] = {}
         self._past = _past_shares(snapshot, config, capacity)
+        self._shares: dict[str, float] = {}
         for running in snapshot.running:
             if running.grace_until is None:
                 self.add(running.job)
@@ -53,6 +54,7 @@ class Ledger:
         self._count(job, -job.gpus)
 
     def _count(self, job: JobRequest, gpus: int) -> None:
+        self._shares.pop(job.team, None)
         key = (job.team, job.gpu_type)
         self.used[key] = self.used.get(key, 0) + gpus
         dept = (self.department(job.team), job.gpu_type)
@@ -90,12 +92,17 @@ class Ledger:
 
     def share(self, team: str) -> float:
         """Weighted dominant share: the largest fraction of any GPU type held, plus past usage."""
+        cached = self._shares.get(team)
+        if cached is not None:
+            return cached
         dominant = 0.0
         for gpu_type, capacity in self._capacity.items():
             used = self.used.get((team, gpu_type), 0)
             if used and capacity:
                 dominant = max(dominant, used / capacity)
-        return (dominant + self._past.get(team, 0.0)) / self._weight.get(team, 1.0)
+        share = (dominant + self._past.get(team, 0.0)) / self._weight.get(team, 1.0)
+        self._shares[team] = share
+        return share
 
 
 def _quota_reason(scope: str, job: JobRequest, used: int, limit: int) -> Reason:

@@ -36,6 +36,8 @@ class NodePool:
         for name in sorted(self.free):
             self._buckets[self.free[name]].append(name)
         self.free_total = sum(self.free.values())
+        self._pods: dict[int, int] = {}
+        """Pods per size, valid until the next change (many questions, few changes)."""
         self.holds: dict[str, list[Hold]] = {}
         self.held_total = 0
         self.latest_hold = float("-inf")
@@ -59,6 +61,7 @@ class NodePool:
         clone.max_gpus = self.max_gpus
         clone._buckets = [list(b) for b in self._buckets]
         clone.free_total = self.free_total
+        clone._pods = {}
         clone.holds = {}
         clone.held_total = 0
         clone.latest_hold = float("-inf")
@@ -68,6 +71,7 @@ class NodePool:
         old = self.free[node]
         if old == value:
             return
+        self._pods.clear()
         bucket = self._buckets[old]
         del bucket[bisect_left(bucket, node)]
         insort(self._buckets[value], node)
@@ -103,12 +107,18 @@ class NodePool:
 
     def pods(self, gpus_per_node: int) -> int:
         """How many pods of `gpus_per_node` fit in the free GPUs, all nodes together."""
-        if gpus_per_node <= 0:
-            return 0
-        return sum(
-            len(self._buckets[c]) * (c // gpus_per_node)
-            for c in range(gpus_per_node, self.max_gpus + 1)
-        )
+        cached = self._pods.get(gpus_per_node)
+        if cached is None:
+            if gpus_per_node == 1:
+                cached = self.free_total
+            else:
+                buckets = self._buckets
+                cached = sum(
+                    len(buckets[c]) * (c // gpus_per_node)
+                    for c in range(max(gpus_per_node, 1), self.max_gpus + 1)
+                )
+            self._pods[gpus_per_node] = cached
+        return cached
 
     def bucket_counts(self) -> list[int]:
         """Nodes per free count, a picture of the pool to compare with later."""
@@ -129,6 +139,11 @@ class NodePool:
                 self.holds.setdefault(node, []).append(Hold(job_id, start, held))
                 self.held_total += held
         self.latest_hold = max(self.latest_hold, start)
+
+    def lendable_total(self, end: float) -> int:
+        if not self.held_total or end > self.latest_hold:
+            return 0
+        return sum(h.gpus for holds in self.holds.values() for h in holds if h.start >= end)
 
     def lendable(self, end: float) -> dict[str, int]:
         """Held GPUs a job ending at `end` may use without delaying any reservation."""

@@ -60,6 +60,7 @@ class Stream:
         self.gpus = Smallest()
         self.gpus_per_node = Smallest()
         self.runtime_limit = Smallest()
+        self.submit_time = Smallest()
 
     def add(self, job: JobRequest) -> None:
         order = order_key(job)
@@ -79,12 +80,13 @@ class Stream:
         change(self.gpus, job.gpus)
         change(self.gpus_per_node, job.gpus_per_node)
         change(self.runtime_limit, job.runtime_limit_s)
+        change(self.submit_time, job.submit_time)
 
     def in_order(self, starving_before: float | None) -> list[JobRequest]:
         """Team order, with jobs submitted before `starving_before` first (aging)."""
         if starving_before is None or not self.jobs:
             return self.jobs
-        if min(job.submit_time for job in self.jobs) > starving_before:
+        if self.submit_time.min() > starving_before:
             return self.jobs
         old = [job for job in self.jobs if job.submit_time <= starving_before]
         old.sort(key=lambda job: (job.submit_time, job.id))
