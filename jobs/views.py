@@ -33,7 +33,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     active = (
         Job.objects.for_user(request.user)
         .filter(owner=request.user, state__in=ACTIVE_STATES)
-        .select_related("team", "queue", "gpu_type")[:20]
+        .select_related("team", "owner", "queue", "gpu_type")[:20]
     )
     return render(
         request,

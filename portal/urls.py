@@ -11,6 +11,7 @@ from jobs.api import JobViewSet
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
+
 class Router(DefaultRouter):
     include_format_suffixes = False  # one URL per resource; JSON is the format
 

@@ -1,0 +1,138 @@
+"""Every submission rule, each with its exact error; a refused submission changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from audit.models import AuditEvent
+from jobs.models import Job
+from quotas.models import MemberCap
+from tests.conftest import World, api_as, spec
+
+pytestmark = pytest.mark.django_db
+
+
+def _refused(world: World, body: dict[str, Any]) -> dict[str, list[str]]:
+    audit_before = AuditEvent.objects.for_user(world.admin).count()
+    response = api_as(world.bob).post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert Job.objects.for_user(world.admin).count() == 0
+    assert AuditEvent.objects.for_user(world.admin).count() == audit_before
+    return response.json()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"name": None}, "name", "is required"),
+        (
+            {"name": "Train_Model"},
+            "name",
+            "must be a DNS label: lowercase letters, digits and '-', starting with a letter, "
+            "at most 40 characters",
+        ),
+        (
+            {"name": "a" * 41},
+            "name",
+            "must be a DNS label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 40 characters",
+        ),
+        ({"command": []}, "command", "must be a non-empty list of strings"),
+        (
+            {"command": "python train.py"},
+            "command",
+            'must be a list of strings, e.g. ["python", "train.py"]',
+        ),
+        (
+            {"image": "not a/valid image"},
+            "image",
+            "is not a valid image reference (e.g. registry.example/team/train:1.0)",
+        ),
+        ({"env": {"1BAD": "x"}}, "env", "'1BAD' is not a valid variable name"),
+        ({"gpus_per_node": 0}, "gpus_per_node", "must be between 1 and 16, got 0"),
+        ({"gpus_per_node": "8"}, "gpus_per_node", "must be an integer"),
+        ({"nodes": 65}, "nodes", "must be between 1 and 64, got 65"),
+        ({"cpu": "lots"}, "cpu", "must be a number of cores between 0.1 and 512"),
+        ({"memory": "12XB"}, "memory", "must be a Kubernetes quantity such as 64Gi"),
+        ({"max_runtime": 10}, "max_runtime", "must be between 60 and 2592000, got 10"),
+        (
+            {"gpu_type": "tpu-v5"},
+            "gpu_type",
+            "unknown GPU type 'tpu-v5' (known: a100-80g, h100-80g)",
+        ),
+        ({"gpu_type": "a100-80g"}, "gpu_type", "team vision has no quota for a100-80g"),
+        ({"gpus_per_node": 16}, "gpus_per_node", "16 requested, nodes of type h100-80g have 8"),
+        (
+            {"nodes": 5, "gpus_per_node": 8},
+            "nodes",
+            "nodes × gpus_per_node = 40 GPUs requested, team vision's limit of h100-80g is 32",
+        ),
+        ({"queue": "gold"}, "queue", "team vision has no queue 'gold'"),
+        (
+            {"max_runtime": 90000},
+            "max_runtime",
+            "90000 s requested, queue normal allows at most 86400 s",
+        ),
+        (
+            {"colour": "blue"},
+            "colour",
+            "unknown field (known: name, team, queue, image, command, args, env, gpu_type, "
+            "gpus_per_node, nodes, cpu, memory, max_runtime)",
+        ),
+    ],
+)
+def test_it_refuses_an_invalid_spec_with_the_exact_reason(
+    world: World, overrides: dict[str, Any], field: str, message: str
+) -> None:
+    errors = _refused(world, spec(**overrides))
+    assert errors[field] == [message]
+
+
+def test_it_refuses_a_job_above_the_member_cap(world: World) -> None:
+    MemberCap.objects.create(team=world.vision, user=world.bob, max_gpus=4)
+    errors = _refused(world, spec(gpus_per_node=8))
+    assert errors == {
+        "nodes": ["nodes × gpus_per_node = 8 GPUs requested, your cap in team vision is 4"]
+    }
+
+
+def test_it_enforces_the_team_image_allow_list(world: World) -> None:
+    world.vision.image_allowlist = "registry.example/vision/\nnvcr.io/nvidia/"
+    world.vision.save()
+    errors = _refused(world, spec(image="docker.io/library/ubuntu:22.04"))
+    assert errors == {
+        "image": [
+            "docker.io/library/ubuntu:22.04 is not on team vision's allow-list "
+            "(registry.example/vision/, nvcr.io/nvidia/)"
+        ]
+    }
+    ok = api_as(world.bob).post(
+        "/api/v1/jobs/", spec(image="nvcr.io/nvidia/pytorch:24.05-py3"), format="json"
+    )
+    assert ok.status_code == 201
+
+
+def test_outsider_cannot_submit_to_another_team(world: World) -> None:
+    response = api_as(world.carol).post("/api/v1/jobs/", spec(), format="json")
+    assert response.status_code == 404
+    assert Job.objects.for_user(world.admin).count() == 0
+
+
+def test_error_never_echoes_a_secret_value(world: World) -> None:
+    body = spec(env={"HF_TOKEN": "hf_supersecretvalue", "bad name": "x"})
+    response = api_as(world.bob).post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400
+    assert "hf_supersecretvalue" not in response.content.decode()
+
+
+def test_it_accepts_valid_image_references(world: World) -> None:
+    client = api_as(world.bob)
+    for image in (
+        "python:3.11",
+        "nvcr.io/nvidia/pytorch:24.05-py3",
+        "localhost:5000/a/b@sha256:" + "a" * 64,
+        "ubuntu",
+    ):
+        assert client.post("/api/v1/jobs/", spec(image=image), format="json").status_code == 201
