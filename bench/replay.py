@@ -68,7 +68,7 @@ def load_scenario(path: Path) -> tuple[Trace, PolicyConfig]:
         for t in range(spec["teams_per_department"])
     )
     quotas = tuple(QuotaInfo(t.name, gpu_type, quota["guaranteed"], quota["limit"]) for t in teams)
-    jobs = []
+    jobs: list[TraceJob] = []
     for team in teams:
         for workload in spec["workloads_per_team"]:
             for i in range(workload["count"]):
@@ -104,7 +104,8 @@ def load_trace(path: Path, cluster_path: Path, quotas_path: Path) -> Trace:
     quota_spec = yaml.safe_load(quotas_path.read_text())
     quotas = tuple(QuotaInfo(**q) for q in quota_spec["quotas"])
     weights = quota_spec.get("weights", {})
-    jobs, departments = [], {}
+    jobs: list[TraceJob] = []
+    departments: dict[str, str | None] = {}
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
             departments[row["team"]] = row["department"] or None
