@@ -1,0 +1,147 @@
+"""Cost of one full scheduling cycle at cluster scale.
+
+    python bench/scheduler_scale.py [--json] [--cycles 50] [--profile]
+
+10,000 queued jobs of 100 teams in 20 departments, 1,000 nodes x 8 GPUs of three types (racks of
+20 nodes, NVLink domains of 4), half of the GPUs busy. Each cycle is `schedule()` on a fresh
+snapshot (a different seed each time) with every pending job explained, as the controller runs
+it. Prints p50 / p99 cycle time against the goal (100 ms / 300 ms) and decisions per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler import (  # noqa: E402
+    JobRequest,
+    NodeState,
+    PolicyConfig,
+    QuotaInfo,
+    RunningJob,
+    Snapshot,
+    TeamInfo,
+    schedule,
+)
+
+TYPES = (("h100-80g", 400), ("a100-40g", 400), ("l40s", 200))
+GOAL_P50_MS, GOAL_P99_MS = 100.0, 300.0
+NOW = 1_700_000_000.0
+
+
+def build(seed: int, queued: int = 10_000, teams: int = 100, departments: int = 20) -> Snapshot:
+    rng = random.Random(seed)
+    team_infos = tuple(
+        TeamInfo(f"team-{i:03d}", f"dept-{i % departments:02d}", rng.choice([1.0, 1.0, 2.0]))
+        for i in range(teams)
+    )
+    quotas = tuple(
+        QuotaInfo(t.name, gpu_type, guaranteed, guaranteed * 3)
+        for t in team_infos
+        for gpu_type, count in TYPES
+        for guaranteed in [max(1, int(count * 8 / teams * rng.uniform(0.5, 1.5)))]
+    )
+    nodes, running = _busy_nodes(rng, team_infos)
+    jobs = tuple(_job(rng, i, team_infos, NOW - rng.uniform(0, 86_400)) for i in range(queued))
+    usage = {t.name: rng.uniform(0, 1e8) for t in team_infos}
+    return Snapshot(NOW, jobs, tuple(running), tuple(nodes), team_infos, quotas, (), usage)
+
+
+def _busy_nodes(
+    rng: random.Random, teams: tuple[TeamInfo, ...]
+) -> tuple[list[NodeState], list[RunningJob]]:
+    nodes, running = [], []
+    job_id = 1_000_000
+    index = 0
+    for gpu_type, count in TYPES:
+        for _ in range(count):
+            name = f"{gpu_type}-{index:04d}"
+            labels = {"rack": f"rack-{index // 20}", "nvlink_domain": f"nvl-{index // 4}"}
+            free = 8
+            while free > 0 and rng.random() < 0.55:
+                gpus = min(free, rng.choice([1, 2, 4, 8]))
+                job = _job(rng, job_id, teams, NOW - 7200, gpu_type=gpu_type, nodes=1, gpus=gpus)
+                running.append(RunningJob(job, NOW - rng.uniform(0, 7200), ((name, gpus),)))
+                free -= gpus
+                job_id += 1
+            nodes.append(NodeState(name, gpu_type, 8, free, labels))
+            index += 1
+    return nodes, running
+
+
+def _job(
+    rng: random.Random,
+    job_id: int,
+    teams: tuple[TeamInfo, ...],
+    submit: float,
+    gpu_type: str | None = None,
+    nodes: int | None = None,
+    gpus: int | None = None,
+) -> JobRequest:
+    gang = rng.random() < 0.03
+    return JobRequest(
+        job_id,
+        rng.choice(teams).name,
+        f"user-{rng.randint(0, 9)}",
+        gpu_type or rng.choice([t for t, _ in TYPES]),
+        nodes or (rng.choice([2, 4, 8]) if gang else 1),
+        gpus or (8 if gang else rng.choice([1, 1, 1, 1, 2, 4, 8])),
+        submit,
+        min(7 * 86_400.0, rng.lognormvariate(7.0, 1.5)),
+        rng.choice([0, 0, 0, 10, 100]),
+        rng.random() < 0.7,
+    )
+
+
+def measure(cycles: int) -> dict[str, float]:
+    snapshots = [build(seed) for seed in range(cycles)]
+    config = PolicyConfig()
+    times, decisions = [], 0
+    for snapshot in snapshots:
+        began = time.perf_counter()
+        result = schedule(snapshot, config)
+        times.append(time.perf_counter() - began)
+        decisions += len(result.admissions) + len(result.preemptions) + len(result.pending)
+    times.sort()
+    p50 = times[len(times) // 2] * 1000
+    p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))] * 1000
+    return {
+        "cycle_p50_ms": p50,
+        "cycle_p99_ms": p99,
+        "decisions_per_s": decisions / sum(times),
+        "admissions_last_cycle": float(len(result.admissions)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cycles", type=int, default=50)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.profile:
+        snapshot = build(0)
+        cProfile.runctx("schedule(snapshot, PolicyConfig())", globals(), locals(), "/tmp/scale.prof")
+        pstats.Stats("/tmp/scale.prof").sort_stats("tottime").print_stats(25)
+        return
+    figures = measure(args.cycles)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"cycle p50 {figures['cycle_p50_ms']:8.1f} ms   goal {GOAL_P50_MS:.0f} ms   "
+          f"ratio {figures['cycle_p50_ms'] / GOAL_P50_MS:.2f}")
+    print(f"cycle p99 {figures['cycle_p99_ms']:8.1f} ms   goal {GOAL_P99_MS:.0f} ms   "
+          f"ratio {figures['cycle_p99_ms'] / GOAL_P99_MS:.2f}")
+    print(f"decisions/s {figures['decisions_per_s']:10.0f} (admissions, preemptions, explanations)")
+
+
+if __name__ == "__main__":
+    main()
