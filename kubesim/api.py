@@ -62,7 +62,7 @@ class Api:
             raise errors.not_found(r.plural, r.group, name)
         return stored
 
-    def list(
+    def list_objects(
         self,
         r: Resource,
         ns: str | None,
@@ -188,7 +188,8 @@ class Api:
                     (
                         "FieldValueNotSupported",
                         "propagationPolicy",
-                        f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+                        f'Unsupported value: "{policy}": supported values: "Foreground", '
+                        '"Background", '
                         '"Orphan", "nil"',
                     )
                 ],

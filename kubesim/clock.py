@@ -1,4 +1,4 @@
-"""Simulated time: the whole simulation reads one clock, so tests can drive it and demos speed it up.
+"""Simulated time: the whole simulation reads one clock, so tests drive it and demos speed it up.
 
 Times are POSIX seconds (floats). `ScaledClock` runs `speed` times faster than the wall clock from
 the moment it is created; `ManualClock` only moves when a test calls `advance`.

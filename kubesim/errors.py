@@ -86,7 +86,7 @@ def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """`causes` are (reason, field, message), e.g. ("FieldValueRequired", "spec.containers", ...)."""
+    """`causes` are (reason, field, message), e.g. ("FieldValueRequired", "spec.x", "...")."""
     text = ", ".join(f"{field}: {message}" for _, field, message in causes)
     details = _details(kind, name, group)
     details["causes"] = [

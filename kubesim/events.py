@@ -37,10 +37,10 @@ class EventRecorder:
         existing = self._seen.get(key)
         stored = self.api.store.get(EVENT.key, namespace, existing) if existing else None
         if stored is not None:
-            event = stored.copy()
-            event["count"] = event.get("count", 1) + 1
-            event["lastTimestamp"] = now
-            self.api.commit(EVENT, stored, event, "*")
+            bumped = stored.copy()
+            bumped["count"] = bumped.get("count", 1) + 1
+            bumped["lastTimestamp"] = now
+            self.api.commit(EVENT, stored, bumped, "*")
             return
         name = f"{meta['name']}.{secrets.token_hex(8)}"
         source: Obj = {"component": component}

@@ -199,7 +199,7 @@ class Server:
         flt = self._filter(request, route)
         if request.method == "DELETE":
             options = await self._delete_options(request)
-            result = api.list(r, flt.namespace, flt.labels, flt.fields)
+            result = api.list_objects(r, flt.namespace, flt.labels, flt.fields)
             for stored in result.items:
                 api.delete(r, stored.namespace, stored.name, options)
             return _json(_list_body(r, result))
@@ -208,7 +208,9 @@ class Server:
         if q.get("watch") in ("true", "1"):
             return await self._watch(request, r, flt)
         limit = int(q.get("limit") or 0)
-        result = api.list(r, flt.namespace, flt.labels, flt.fields, limit, q.get("continue", ""))
+        result = api.list_objects(
+            r, flt.namespace, flt.labels, flt.fields, limit, q.get("continue", "")
+        )
         if tables.wants_table(request.headers.get("Accept", "")):
             return _json(self._table(request, r, result.items, result.continue_token))
         return _json(_list_body(r, result))

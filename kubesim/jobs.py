@@ -49,16 +49,14 @@ def _index_of(pod: Obj) -> int:
 
 
 def _ranges(indexes: set[int]) -> str:
-    parts, ordered = [], sorted(indexes)
-    start = prev = None
-    for i in ordered + [None]:
-        if start is not None and (i is None or i != prev + 1):
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = None
-        if start is None:
-            start = i
-        prev = i
-    return ",".join(parts)
+    """Compress {0, 1, 2, 5} to "0-2,5", as status.completedIndexes is written."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class JobController:

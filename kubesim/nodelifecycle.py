@@ -11,6 +11,7 @@ creates a replacement elsewhere.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from kubesim.api import Api
@@ -92,9 +93,7 @@ class NodeLifecycle:
             seconds = self._toleration_seconds(pod)
             if seconds is not None:
                 uid, ns, pod_name = pod["metadata"]["uid"], stored.namespace, stored.name
-                self.timers.at(
-                    now + seconds, lambda u=uid, n=ns, p=pod_name: self._evict(name, n, p, u)
-                )
+                self.timers.at(now + seconds, partial(self._evict, name, ns, pod_name, uid))
 
     @staticmethod
     def _toleration_seconds(pod: Obj) -> float | None:

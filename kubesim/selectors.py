@@ -36,7 +36,9 @@ class Requirement:
 
 def _split_clauses(text: str) -> list[str]:
     """Split on commas that are not inside parentheses."""
-    clauses, depth, current = [], 0, []
+    clauses: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

@@ -59,8 +59,8 @@ class Simulation:
                     "value": value,
                     "globalDefault": False,
                     "preemptionPolicy": "PreemptLowerPriority",
-                    "description": "Used for system critical pods that must not be moved from their "
-                    "current node.",
+                    "description": "Used for system critical pods that must not be moved "
+                    "from their current node.",
                 },
             )
         for pool, node in cluster_nodes(cluster, self.clock.now()):

@@ -33,8 +33,9 @@ def _name_causes(resource: Resource, name: str) -> list[Cause]:
             (
                 "FieldValueInvalid",
                 "metadata.name",
-                f'Invalid value: "{name}": a lowercase {kind} must consist of lower case alphanumeric '
-                "characters, '-' or '.', and must start and end with an alphanumeric character",
+                f'Invalid value: "{name}": a lowercase {kind} must consist of lower case '
+                "alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character",
             )
         ]
     return []
