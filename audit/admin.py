@@ -8,7 +8,7 @@ from audit.models import AuditEvent
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: the application never updates or deletes audit rows."""
 
     list_display = ["seq", "at", "actor_name", "team_slug", "action", "target_type", "target_id"]

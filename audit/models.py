@@ -26,7 +26,7 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
     def update(self, **kwargs: Any) -> NoReturn:
         raise AppendOnlyError("audit events are never updated")
 
-    def delete(self) -> NoReturn:  # type: ignore[override]
+    def delete(self) -> NoReturn:
         raise AppendOnlyError("audit events are never deleted")
 
     def for_user(self, user: AnyUser) -> AuditQuerySet:

@@ -36,17 +36,20 @@ class JobForm(forms.Form):
 
     def __init__(self, *args: Any, teams: list[str], gpu_types: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.fields["team"].choices = [(t, t) for t in teams]
-        self.fields["gpu_type"].choices = [(g, g) for g in gpu_types]
-        self.fields["gpu_type"].required = False
+        team_field, gpu_field = self.fields["team"], self.fields["gpu_type"]
+        assert isinstance(team_field, forms.ChoiceField)
+        assert isinstance(gpu_field, forms.ChoiceField)
+        team_field.choices = [(t, t) for t in teams]
+        gpu_field.choices = [(g, g) for g in gpu_types]
+        gpu_field.required = False
 
     def spec_data(self) -> dict[str, Any]:
         """The submitted spec as the API would receive it."""
         data = self.cleaned_data
         if data.get("spec_yaml", "").strip():
-            spec = load_yaml(data["spec_yaml"])
-            spec.setdefault("team", data["team"])
-            return spec
+            pasted = load_yaml(data["spec_yaml"])
+            pasted.setdefault("team", data["team"])
+            return pasted
         spec: dict[str, Any] = {
             "team": data["team"],
             "name": data.get("name") or "",

@@ -184,7 +184,7 @@ def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
         errors["memory"] = "must be a Kubernetes quantity such as 64Gi"
 
 
-def parse_spec(data: dict[str, Any]) -> JobSpec:
+def parse_spec(data: object) -> JobSpec:
     """Check a spec's shape; raise SpecError with every problem found."""
     if not isinstance(data, dict):
         raise SpecError({"spec": "must be a mapping of job fields"})

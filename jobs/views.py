@@ -18,6 +18,7 @@ from jobs.forms import JobForm
 from jobs.models import ACTIVE_STATES, Job, State
 from jobs.spec import SpecError, masked_env, parse_spec
 from jobs.usage import usage_against_quota
+from portal.auth import signed_in
 from quotas.models import GpuType
 from tenants.access import access_team
 from tenants.models import Membership, Team
@@ -32,7 +33,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     teams = _my_teams(request.user)
     active = (
         Job.objects.for_user(request.user)
-        .filter(owner=request.user, state__in=ACTIVE_STATES)
+        .filter(owner=signed_in(request), state__in=ACTIVE_STATES)
         .select_related("team", "owner", "queue", "gpu_type")[:20]
     )
     return render(
@@ -51,7 +52,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     if team := request.GET.get("team"):
         jobs = jobs.filter(team__slug=team)
     if request.GET.get("mine"):
-        jobs = jobs.filter(owner=request.user)
+        jobs = jobs.filter(owner=signed_in(request))
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -74,7 +75,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         try:
             spec = parse_spec(form.spec_data())
             team = access_team(request.user, spec.team or form.cleaned_data["team"])
-            job = submit_job(team, spec, acting_user=request.user)  # type: ignore[arg-type]
+            job = submit_job(team, spec, acting_user=signed_in(request))
         except SpecError as exc:
             for field, message in exc.errors.items():
                 form.add_error(None, f"{field}: {message}")
@@ -101,7 +102,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     job = access_job(request.user, job_id, write=True)
     try:
-        cancel_job(job, acting_user=request.user)  # type: ignore[arg-type]
+        cancel_job(job, acting_user=signed_in(request))
         messages.success(request, f"Job {job.name} cancelled.")
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
@@ -113,7 +114,7 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_clone(request: HttpRequest, job_id: int) -> HttpResponse:
     job = access_job(request.user, job_id, write=True)
     try:
-        clone = clone_job(job, acting_user=request.user)  # type: ignore[arg-type]
+        clone = clone_job(job, acting_user=signed_in(request))
     except SpecError as exc:
         messages.error(request, str(exc))
         return redirect("job-detail", job_id=job.pk)

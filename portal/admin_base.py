@@ -11,6 +11,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 
-class UnscopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class UnscopedAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return self.model.unscoped.all()  # type: ignore[attr-defined, no-any-return]
+        return self.model.unscoped.all()

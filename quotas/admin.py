@@ -4,17 +4,18 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from portal.admin_base import UnscopedAdmin
+from portal.auth import signed_in
 from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
 
 
 @admin.register(GpuType)
-class GpuTypeAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class GpuTypeAdmin(admin.ModelAdmin):
     list_display = ["name", "product_label", "memory_gb", "gpus_per_node", "price_per_gpu_hour"]
 
     def save_model(self, request: HttpRequest, obj: GpuType, form: Any, change: bool) -> None:
         saved = save_gpu_type(
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
             instance=GpuType.objects.get(pk=obj.pk) if change else None,
             name=obj.name,
             product_label=obj.product_label,
@@ -36,12 +37,12 @@ class QuotaAdmin(UnscopedAdmin):
             obj.gpu_type,
             guaranteed=obj.guaranteed,
             limit=obj.limit,
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
         )
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: Quota) -> None:
-        delete_quota(obj, acting_user=request.user)  # type: ignore[arg-type]
+        delete_quota(obj, acting_user=signed_in(request))
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is not None and super().has_delete_permission(request, obj)
@@ -54,7 +55,7 @@ class QueueAdmin(UnscopedAdmin):
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
         saved = save_queue(
             obj.team,
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
             instance=Queue.unscoped.get(pk=obj.pk) if change else None,
             name=obj.name,
             priority=obj.priority,
@@ -64,7 +65,7 @@ class QueueAdmin(UnscopedAdmin):
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: Queue) -> None:
-        delete_queue(obj, acting_user=request.user)  # type: ignore[arg-type]
+        delete_queue(obj, acting_user=signed_in(request))
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is not None and super().has_delete_permission(request, obj)

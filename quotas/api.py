@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api import TenantViewSet
+from portal.auth import signed_in
 from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
 from quotas.serializers import GpuTypeSerializer, QueueSerializer, QuotaSerializer
@@ -43,13 +44,13 @@ class GpuTypeViewSet(
 
     def perform_create(self, serializer: GpuTypeSerializer) -> None:  # type: ignore[override]
         serializer.instance = save_gpu_type(
-            acting_user=self.request.user, **serializer.validated_data
-        )  # type: ignore[arg-type]
+            acting_user=signed_in(self.request), **serializer.validated_data
+        )
 
     def perform_update(self, serializer: GpuTypeSerializer) -> None:  # type: ignore[override]
         current = GpuTypeSerializer(serializer.instance).data
         serializer.instance = save_gpu_type(
-            acting_user=self.request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(self.request),
             instance=serializer.instance,
             **{**current, **serializer.validated_data},
         )
@@ -61,8 +62,7 @@ def may_set_quota(user: Any, team: Team) -> bool:
 
 
 def _team(user: Any, data: dict[str, Any]) -> Team:
-    slug = (data.get("team") or {}).get("slug")
-    return access_team(user, slug)
+    return access_team(user, str(data["team"]["slug"]))
 
 
 class QuotaViewSet(
@@ -72,7 +72,7 @@ class QuotaViewSet(
     related = ("team", "team__parent", "gpu_type")
     serializer_class = QuotaSerializer
 
-    def filter_queryset(self, queryset: QuerySet[Quota]) -> QuerySet[Quota]:
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if team := self.request.query_params.get("team"):
             queryset = queryset.filter(team__slug=team)
         return queryset
@@ -89,7 +89,7 @@ class QuotaViewSet(
             data.get("gpu_type") or instance.gpu_type,  # type: ignore[union-attr]
             guaranteed=data.get("guaranteed", instance.guaranteed if instance else 0),
             limit=data.get("limit", instance.limit if instance else 0),
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
         )
         code = status.HTTP_200_OK if instance else status.HTTP_201_CREATED
         return Response(QuotaSerializer(quota).data, status=code)
@@ -103,7 +103,7 @@ class QuotaViewSet(
     def perform_destroy(self, instance: Quota) -> None:
         if not may_set_quota(self.request.user, instance.team):
             raise PermissionDenied("Only platform admins and the department's leads set quotas.")
-        delete_quota(instance, acting_user=self.request.user)  # type: ignore[arg-type]
+        delete_quota(instance, acting_user=signed_in(self.request))
 
 
 class QueueViewSet(
@@ -113,7 +113,7 @@ class QueueViewSet(
     related = ("team",)
     serializer_class = QueueSerializer
 
-    def filter_queryset(self, queryset: QuerySet[Queue]) -> QuerySet[Queue]:
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if team := self.request.query_params.get("team"):
             queryset = queryset.filter(team__slug=team)
         return queryset
@@ -129,7 +129,7 @@ class QueueViewSet(
             raise PermissionDenied("Only the team's leads and platform admins change its queues.")
         queue = save_queue(
             team,
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
             instance=instance,
             name=data.get("name", instance.name if instance else ""),
             priority=data.get("priority", instance.priority if instance else 100),
@@ -148,4 +148,4 @@ class QueueViewSet(
     def perform_destroy(self, instance: Queue) -> None:
         if not can_manage_team(self.request.user, instance.team):
             raise PermissionDenied("Only the team's leads and platform admins change its queues.")
-        delete_queue(instance, acting_user=self.request.user)  # type: ignore[arg-type]
+        delete_queue(instance, acting_user=signed_in(self.request))

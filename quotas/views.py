@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from portal.auth import signed_in
 from portal.errors import FieldErrors
 from portal.forms import flash_errors, int_field
 from quotas.actions import delete_queue, save_gpu_type, save_queue, set_quota
@@ -33,7 +34,7 @@ def queue_save(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         queue = save_queue(
             team,
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
             instance=instance,
             name=data.get("name", "").strip(),
             priority=int_field(data, "priority", low=-1000, high=1000),
@@ -52,7 +53,7 @@ def queue_delete(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
     team = access_team(request.user, slug, manage=True)
     queue = get_object_or_404(Queue.objects.for_team(team), pk=queue_id)
     try:
-        delete_queue(queue, acting_user=request.user)  # type: ignore[arg-type]
+        delete_queue(queue, acting_user=signed_in(request))
         messages.success(request, f"Queue {queue.name} deleted.")
     except ValidationError as exc:
         flash_errors(request, exc)
@@ -70,7 +71,7 @@ def _save_quota(request: HttpRequest, team: Team) -> None:
             gpu_type,
             guaranteed=int_field(data, "guaranteed", low=0, high=MAX_GPUS),
             limit=int_field(data, "limit", low=0, high=MAX_GPUS),
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
         )
         messages.success(request, f"Quota of {team.slug} for {gpu_type.name} saved.")
     except (ValidationError, FieldErrors) as exc:
@@ -123,7 +124,7 @@ def manage_gpu_types(request: HttpRequest) -> HttpResponse:
         instance = GpuType.objects.filter(name=data.get("original_name", "")).first()
         try:
             gpu_type = save_gpu_type(
-                acting_user=request.user,  # type: ignore[arg-type]
+                acting_user=signed_in(request),
                 instance=instance,
                 name=data.get("name", "").strip(),
                 product_label=data.get("product_label", "").strip(),

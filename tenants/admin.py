@@ -4,18 +4,19 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from portal.admin_base import UnscopedAdmin
+from portal.auth import signed_in
 from tenants.actions import add_member, remove_member, save_team, set_role
 from tenants.models import ApiToken, Membership, Team
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "parent", "fair_share_weight"]
     search_fields = ["slug", "name"]
 
     def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
         saved = save_team(
-            acting_user=request.user,  # type: ignore[arg-type]
+            acting_user=signed_in(request),
             instance=Team.objects.get(pk=obj.pk) if change else None,
             slug=obj.slug,
             name=obj.name,
@@ -32,21 +33,21 @@ class MembershipAdmin(UnscopedAdmin):
     list_filter = ["role", "team"]
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
-        actor: Any = request.user
+        actor = signed_in(request)
         if change:
             set_role(Membership.unscoped.get(pk=obj.pk), obj.role, acting_user=actor)
         else:
             obj.pk = add_member(obj.team, obj.user, role=obj.role, acting_user=actor).pk
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
-        remove_member(obj, acting_user=request.user)  # type: ignore[arg-type]
+        remove_member(obj, acting_user=signed_in(request))
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is not None and super().has_delete_permission(request, obj)
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["user", "name", "prefix", "key_hash", "created_at", "last_used_at"]
 

@@ -16,6 +16,7 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from portal.api import TenantViewSet
+from portal.auth import signed_in
 from quotas.actions import set_member_cap
 from quotas.models import MemberCap
 from tenants.access import access_team, can_manage_team
@@ -51,7 +52,9 @@ class TeamViewSet(
     def perform_create(self, serializer: TeamSerializer) -> None:  # type: ignore[override]
         if not self.request.user.is_staff:
             raise PermissionDenied("Only platform admins create teams.")
-        serializer.instance = save_team(acting_user=self.request.user, **serializer.validated_data)  # type: ignore[arg-type]
+        serializer.instance = save_team(
+            acting_user=signed_in(self.request), **serializer.validated_data
+        )
 
     def perform_update(self, serializer: TeamSerializer) -> None:  # type: ignore[override]
         team, data, user = serializer.instance, serializer.validated_data, self.request.user
@@ -106,7 +109,7 @@ class MemberViewSet(TenantViewSet):
         user = User.objects.filter(username=username, is_active=True).first()
         if user is None:
             return Response({"username": [f"no active user {username!r}"]}, status=400)
-        actor: Any = request.user
+        actor = signed_in(request)
         member = add_member(
             team, user, role=body.validated_data.get("role", Role.MEMBER), acting_user=actor
         )
@@ -120,7 +123,7 @@ class MemberViewSet(TenantViewSet):
         access_team(request.user, team_slug, manage=True)
         body = MemberWriteSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        actor: Any = request.user
+        actor = signed_in(request)
         if "role" in body.validated_data:
             set_role(member, body.validated_data["role"], acting_user=actor)
         if "max_gpus" in body.validated_data:
@@ -130,14 +133,14 @@ class MemberViewSet(TenantViewSet):
     def destroy(self, request: Request, team_slug: str, username: str) -> Response:
         member = self.get_object()
         access_team(request.user, team_slug, manage=True)
-        remove_member(member, acting_user=request.user)  # type: ignore[arg-type]
+        remove_member(member, acting_user=signed_in(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MeView(APIView):
     @extend_schema(responses=MeSerializer)
     def get(self, request: Request) -> Response:
-        return Response(MeSerializer(request.user).data)
+        return Response(MeSerializer(signed_in(request)).data)
 
 
 class TokenView(APIView):
@@ -158,7 +161,7 @@ class TokenView(APIView):
         )
         if user is None:
             return Response({"detail": "Wrong username or password."}, status=401)
-        token, raw = create_token(user, body.validated_data["name"])  # type: ignore[arg-type]
+        token, raw = create_token(user, body.validated_data["name"])
         return Response(
             {"token": raw, "name": token.name, "prefix": token.prefix},
             status=status.HTTP_201_CREATED,

@@ -15,11 +15,11 @@ from django.db import models
 from django.db.models import Q
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import AnonymousUser, User
 
     from tenants.models import Team
 
-    AnyUser = AbstractBaseUser | AnonymousUser
+    AnyUser = User | AnonymousUser
 
 
 class ScopeError(RuntimeError):

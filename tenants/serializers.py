@@ -9,7 +9,7 @@ from tenants.models import Membership, Role, Team
 
 
 class TeamSerializer(serializers.ModelSerializer[Team]):
-    parent = serializers.SlugRelatedField(
+    parent = serializers.SlugRelatedField(  # type: ignore[assignment]
         slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True
     )
 

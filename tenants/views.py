@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -14,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs.usage import usage_against_quota
+from portal.auth import signed_in
 from portal.errors import FieldErrors
 from portal.forms import flash_errors, int_field
 from quotas.actions import set_member_cap
@@ -63,7 +62,9 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         if user is None:
             raise FieldErrors({"username": f"no active user {username[:150]!r}"})
-        add_member(team, user, role=request.POST.get("role", Role.MEMBER), acting_user=request.user)  # type: ignore[arg-type]
+        add_member(
+            team, user, role=request.POST.get("role", Role.MEMBER), acting_user=signed_in(request)
+        )
         messages.success(request, f"{username} added to {team.slug}.")
     except (ValidationError, FieldErrors) as exc:
         flash_errors(request, exc)
@@ -75,7 +76,7 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
 def member_change(request: HttpRequest, slug: str, username: str) -> HttpResponse:
     team = access_team(request.user, slug, manage=True)
     member = get_object_or_404(Membership.objects.for_team(team), user__username=username)
-    actor: Any = request.user
+    actor = signed_in(request)
     try:
         if request.POST.get("remove"):
             remove_member(member, acting_user=actor)
@@ -98,10 +99,10 @@ def profile(request: HttpRequest) -> HttpResponse:
     new_token = None
     if request.method == "POST":
         try:
-            _, new_token = create_token(request.user, request.POST.get("name", ""))  # type: ignore[arg-type]
+            _, new_token = create_token(signed_in(request), request.POST.get("name", ""))
         except ValidationError as exc:
             flash_errors(request, exc)
-    tokens = ApiToken.objects.filter(user=request.user)
+    tokens = ApiToken.objects.filter(user=signed_in(request))
     return render(request, "tenants/profile.html", {"tokens": tokens, "new_token": new_token})
 
 
@@ -109,7 +110,7 @@ def profile(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     token = get_object_or_404(ApiToken, user=request.user, prefix=prefix, revoked_at__isnull=True)
-    revoke_token(token, acting_user=request.user)  # type: ignore[arg-type]
+    revoke_token(token, acting_user=signed_in(request))
     messages.success(request, f"Token {token.name} revoked.")
     return redirect("profile")
 
@@ -123,7 +124,7 @@ def manage_teams(request: HttpRequest) -> HttpResponse:
             if parent_slug and parent is None:
                 raise FieldErrors({"parent": f"no team {parent_slug[:32]!r}"})
             team = save_team(
-                acting_user=request.user,  # type: ignore[arg-type]
+                acting_user=signed_in(request),
                 slug=request.POST.get("slug", "").strip(),
                 name=request.POST.get("name", "").strip(),
                 parent=parent,
