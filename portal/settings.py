@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_list, env_secret, env_str
+from portal.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
@@ -98,8 +98,13 @@ TEMPLATES = [
 def _database() -> dict[str, object]:
     url = env_str("DATABASE_URL")
     if url:
-        config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=60))
-        config["CONN_HEALTH_CHECKS"] = True
+        config: dict[str, object] = dict(dj_database_url.parse(url))
+        if config["ENGINE"] == "django.db.backends.postgresql":
+            # Under ASGI each request may run on another thread, so persistent per-thread
+            # connections pile up; a pool shares a bounded set instead.
+            config["OPTIONS"] = {
+                "pool": {"min_size": 1, "max_size": env_int("DB_POOL_SIZE", 8), "timeout": 10}
+            }
         return config
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -194,6 +199,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
 }
 
 # Kubernetes namespace of a team: "<prefix>-<slug>".

@@ -1,0 +1,164 @@
+"""Submission throughput of the API: 16 clients submit jobs and read /api/v1/me/ for 30 s.
+
+Serves the portal with uvicorn on PostgreSQL (a fresh database `portal_bench`), creates one
+user and API token per client, then each client alternates POST /api/v1/jobs/ and GET
+/api/v1/me/. Prints submissions/s, p50/p99 latency of both, and their throughput ratio.
+
+    python bench/api_submit.py [--clients 16] [--seconds 30] [--workers 2] [--json]
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust), as on the development machines.
+Everything it talks to is on 127.0.0.1, and the run stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import quantiles
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+DATABASE = "portal_bench"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+           "THROTTLE_TOKEN": "1000000/min", "LOG_LEVEL": "WARNING", "DEBUG": "0"}
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def _prepare(clients: int) -> list[str]:
+    """Fresh database, migrated, with a team, a quota, and one user + token per client."""
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
+                    f"DROP DATABASE IF EXISTS {DATABASE}"], check=True)
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
+                    f"CREATE DATABASE {DATABASE}"], check=True)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], check=True, env=_env(), cwd=ROOT)
+    script = f"""
+from decimal import Decimal
+from django.contrib.auth.models import User
+from quotas.models import GpuType, Queue, Quota
+from tenants.models import Membership, Team
+from tenants.tokens import issue_token
+gpu = GpuType.objects.create(name="h100-80g", product_label="NVIDIA-H100-80GB-HBM3",
+                             memory_gb=80, price_per_gpu_hour=Decimal("2.5"))
+team = Team.objects.create(slug="bench", name="Bench")
+Quota.objects.create(team=team, gpu_type=gpu, guaranteed=64, limit=128)
+Queue.objects.create(team=team, name="normal", priority=100, max_runtime=86400)
+for i in range({clients}):
+    user = User.objects.create_user(f"client{{i}}")
+    Membership.objects.create(team=team, user=user)
+    print(issue_token(user, "bench")[1])
+"""
+    out = subprocess.run([*manage, "shell", "-c", script], check=True, env=_env(), cwd=ROOT,
+                         capture_output=True, text=True)
+    return [word for word in out.stdout.split() if word.startswith("gpt_")]
+
+
+async def _client(base: str, token: str, deadline: float, index: int,
+                  submit_ms: list[float], me_ms: list[float], errors: list[str]) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as http:
+        n = 0
+        while time.monotonic() < deadline:
+            body = {"name": f"bench-{index}-{n}", "image": "python:3.11",
+                    "command": ["python", "train.py"], "gpu_type": "h100-80g",
+                    "gpus_per_node": 1}
+            start = time.perf_counter()
+            response = await http.post("/api/v1/jobs/", json=body)
+            submit_ms.append((time.perf_counter() - start) * 1000)
+            if response.status_code != 201:
+                errors.append(f"submit {response.status_code}: {response.text[:200]}")
+            start = time.perf_counter()
+            response = await http.get("/api/v1/me/")
+            me_ms.append((time.perf_counter() - start) * 1000)
+            if response.status_code != 200:
+                errors.append(f"me {response.status_code}")
+            n += 1
+
+
+def _pct(values: list[float]) -> tuple[float, float]:
+    cuts = quantiles(values, n=100)
+    return cuts[49], cuts[98]
+
+
+async def _run(base: str, tokens: list[str], seconds: float) -> dict[str, float]:
+    submit_ms: list[float] = []
+    me_ms: list[float] = []
+    errors: list[str] = []
+    started = time.monotonic()
+    await asyncio.gather(*(_client(base, t, started + seconds, i, submit_ms, me_ms, errors)
+                           for i, t in enumerate(tokens)))
+    elapsed = time.monotonic() - started
+    if errors:
+        raise SystemExit(f"{len(errors)} failed requests, first: {errors[0]}")
+    s50, s99 = _pct(submit_ms)
+    m50, m99 = _pct(me_ms)
+    return {"submissions_per_s": len(submit_ms) / elapsed, "submit_p50_ms": s50,
+            "submit_p99_ms": s99, "me_per_s": len(me_ms) / elapsed, "me_p50_ms": m50,
+            "me_p99_ms": m99, "submit_to_me_ratio": len(submit_ms) / len(me_ms),
+            "submit_vs_me_p50_ratio": s50 / m50}
+
+
+def _wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
+    for _ in range(100):
+        if server.poll() is not None:
+            raise SystemExit("uvicorn exited during start-up")
+        try:
+            httpx.get(f"{base}/api/schema/", timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit("uvicorn did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    tokens = _prepare(args.clients)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", str(args.workers), "--no-access-log",
+         "--log-level", "warning"], env=_env(), cwd=ROOT)
+    try:
+        _wait_up(base, server)
+        figures = asyncio.run(_run(base, tokens, args.seconds))
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"{args.clients} clients, {args.seconds:.0f} s, uvicorn x{args.workers}, PostgreSQL")
+    print(f"  submit   {figures['submissions_per_s']:7.1f}/s  p50 {figures['submit_p50_ms']:6.1f} ms"
+          f"  p99 {figures['submit_p99_ms']:6.1f} ms")
+    print(f"  /me/     {figures['me_per_s']:7.1f}/s  p50 {figures['me_p50_ms']:6.1f} ms"
+          f"  p99 {figures['me_p99_ms']:6.1f} ms")
+    print(f"  submit : /me/ p50 latency ratio {figures['submit_vs_me_p50_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
