@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -172,6 +172,3 @@ class KubeSim:
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         return write_kubeconfig(path, self.url, self.token)
-
-    def request_stats(self) -> dict[str, Any]:
-        return {m: {"count": c, "seconds": s} for m, (c, s) in self.server.stats.items()}
