@@ -6,9 +6,9 @@ each job: quota, then placement now (possibly on GPUs lent from reservations tha
 job's runtime limit), then preemption, and otherwise a reservation (up to `max_reservations` per
 GPU type) so that later, smaller jobs only backfill where they do not delay it.
 
-With `explain` off (the simulator's cheap cycles) a stream is left after a refusal once nothing in
-it can start or preempt this cycle; the decisions are the same either way, only the pending
-explanations are skipped.
+Once nothing left in a stream can start or preempt this cycle, the rest of the stream is only
+explained (no placement, preemption or reservation) or, with `explain` off (the simulator's cheap
+cycles), skipped; so the decisions are the same either way.
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ class Cycle:
         self.reservations: dict[str, int] = {}
         self.ahead: dict[str, int] = {}
         self.victims: dict[str, list[RunningJob]] = {}
+        self.lowest_preemptible: dict[tuple[str, str], int] = {}
+        self.misfits: dict[tuple[str, int, int], tuple[int, float]] = {}
+        self.single_misfit: dict[str, tuple[int, int, float]] = {}
+        self.refused: dict[tuple[str, str, int, int], int] = {}
         self.preempt_failed: dict[tuple[str, str], int] = {}
         self.visited: list[JobRequest] = []
         self.reasons: dict[JobId, Reason] = {}
@@ -69,21 +73,30 @@ class Cycle:
         streams = self.queue.sorted_streams()
         orders = [stream.in_order(cutoff) for stream in streams]
         positions = [0] * len(streams)
-        heap = [(self._key(order[0], cutoff), i) for i, order in enumerate(orders)]
+        exhausted = [False] * len(streams)
+        version = self.ledger.version
+        heap = [(self._key(o[0], cutoff), i, version(o[0].team)) for i, o in enumerate(orders)]
         heapq.heapify(heap)
         while heap:
-            key, i = heapq.heappop(heap)
+            key, i, seen = heapq.heappop(heap)
             order, position = orders[i], positions[i]
-            fresh = self._key(order[position], cutoff)
-            if fresh != key:
-                heapq.heappush(heap, (fresh, i))
-                continue
+            job = order[position]
+            if seen != version(job.team):
+                fresh = self._key(job, cutoff)
+                if fresh != key:
+                    heapq.heappush(heap, (fresh, i, version(job.team)))
+                    continue
             positions[i] = position + 1
-            admitted = self._consider(order[position])
-            if position + 1 < len(order) and (
-                admitted or self.explain or not self._exhausted(streams[i])
-            ):
-                heapq.heappush(heap, (self._key(order[position + 1], cutoff), i))
+            if exhausted[i] or self._stalled(job):
+                self._explain_only(job)
+            elif not self._consider(job) and self._exhausted(streams[i]):
+                if not self.explain:
+                    continue
+                exhausted[i] = True
+            if position + 1 < len(order):
+                following = order[position + 1]
+                key = self._key(following, cutoff)
+                heapq.heappush(heap, (key, i, version(following.team)))
 
     def _key(self, head: JobRequest, cutoff: float | None) -> tuple[Any, ...]:
         aged = 0 if cutoff is not None and head.submit_time <= cutoff else 1
@@ -105,6 +118,14 @@ class Cycle:
             return False
         used = self.ledger.used.get(stream.key, 0)
         if used + stream.gpus.min() > self.ledger.limit(team, gpu_type):
+            return True
+        known = self.single_misfit.get(gpu_type)
+        if (
+            known is not None
+            and known[0] == pool.version
+            and known[1] <= stream.gpus_per_node.min()
+            and known[2] <= self.now + stream.runtime_limit.min()
+        ):
             return True
         if pool.largest_free() >= stream.gpus_per_node.min():
             return False
@@ -128,6 +149,8 @@ class Cycle:
         outcome = self._preempt(job, pool, quota)
         if outcome is True:
             return True
+        if quota is None:
+            self.refused[(job.team, gpu_type, job.nodes, job.gpus_per_node)] = pool.version
         if isinstance(outcome, Reason):
             self._wait(job, outcome)
         elif quota is not None:
@@ -136,17 +159,59 @@ class Cycle:
             self._wait(job, self._block(job, pool))
         return False
 
+    def _stalled(self, job: JobRequest) -> bool:
+        """Has a job of the same team and shape been refused with the pool as it is now?
+
+        Then this one is not tried (no placement, preemption or reservation) until something
+        changes: one attempt per team, GPU type and shape per pool state keeps cycles linear.
+        """
+        pool = self.pools.get(job.gpu_type)
+        if pool is None:
+            return False
+        shape = (job.team, job.gpu_type, job.nodes, job.gpus_per_node)
+        return self.refused.get(shape) == pool.version
+
+    def _explain_only(self, job: JobRequest) -> None:
+        """A job of a stream where nothing can start: its reason, with no side effects."""
+        self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
+        pool = self.pools.get(job.gpu_type)
+        if pool is None:
+            self._wait(job, cordoned(job, self.unschedulable.get(job.gpu_type, 0)))
+            return
+        self._wait(job, self.ledger.check(job) or self._capacity_reason(job, pool))
+
     def _wait(self, job: JobRequest, reason: Reason) -> None:
         if self.explain:
             self.visited.append(job)
             self.reasons[job.id] = reason
 
     def _place_now(self, job: JobRequest, pool: NodePool) -> Placement | None:
+        # A shape that did not fit still does not, until the pool changes; nor does it fit on
+        # lent GPUs for a longer runtime limit (fewer holds start after a later end).
+        shape = (job.gpu_type, job.nodes, job.gpus_per_node)
+        end = self.now + job.runtime_limit_s
+        failed = self.misfits.get(shape)
+        if failed is not None and failed[0] == pool.version and failed[1] <= end:
+            return None
+        placement = self._try_place(job, pool, end)
+        if placement is None:
+            self.misfits[shape] = (pool.version, end)
+            if job.nodes == 1:
+                self._note_single_misfit(job.gpu_type, pool.version, job.gpus, end)
+        return placement
+
+    def _note_single_misfit(self, gpu_type: str, version: int, gpus: int, end: float) -> None:
+        """Remember the smallest single-node request that fits nowhere (then, neither does any
+        job needing that many GPUs on one node and running at least as long)."""
+        known = self.single_misfit.get(gpu_type)
+        if known is None or known[0] != version or (gpus <= known[1] and end <= known[2]):
+            self.single_misfit[gpu_type] = (version, gpus, end)
+
+    def _try_place(self, job: JobRequest, pool: NodePool, end: float) -> Placement | None:
         if pool.pods(job.gpus_per_node) >= job.nodes:
             placement = find_placement(pool, job.nodes, job.gpus_per_node)
             if placement is not None:
                 return placement
-        end = self.now + job.runtime_limit_s
         if not pool.held_total or end > pool.latest_hold:
             return None
         lendable = pool.lendable(end)
@@ -236,9 +301,8 @@ class Cycle:
         used = self.ledger.used.get((team, gpu_type), 0)
         if self.config.reclaim and used + gpus <= self.ledger.guaranteed(team, gpu_type):
             return True
-        return self.config.priority_preemption and any(
-            r.job.team == team and r.job.preemptible and r.job.priority < priority for r in ranked
-        )
+        lowest = self.lowest_preemptible.get((team, gpu_type))
+        return self.config.priority_preemption and lowest is not None and lowest < priority
 
     def _victims(self, gpu_type: str) -> list[RunningJob]:
         """Running jobs that could be preempted: not stopping yet and not ending within grace."""
@@ -251,10 +315,16 @@ class Cycle:
                 if r.grace_until is None and r.end_by_limit() > horizon
             ]
             ranked.sort(key=lambda r: preemption.victim_order(r, self.now))
-            self.victims[gpu_type] = ranked
-        if self.stopped:
-            return [r for r in ranked if r.job.id not in self.stopped]
+            self._rank(gpu_type, ranked)
         return ranked
+
+    def _rank(self, gpu_type: str, ranked: list[RunningJob]) -> None:
+        self.victims[gpu_type] = ranked
+        for running in ranked:
+            if running.job.preemptible:
+                key = (running.job.team, gpu_type)
+                lowest = self.lowest_preemptible.get(key, running.job.priority)
+                self.lowest_preemptible[key] = min(lowest, running.job.priority)
 
     def _preempt(self, job: JobRequest, pool: NodePool, quota: Reason | None) -> Reason | bool:
         """Preempt for `job` if that is allowed and quicker than waiting: True if admitted now."""
@@ -264,12 +334,10 @@ class Cycle:
             return False
         if not self._may_preempt(job.team, job.gpu_type, job.gpus, job.priority):
             return False
-        found = None
         if quota is None:
             found = self._sweep(job.gpu_type).find(job.nodes, job.gpus_per_node)
             if found is not None and found[0] <= self.now + self.config.preemption_grace_s:
-                self._reserve(job, pool, found)
-                return False
+                return False  # waiting is as quick as a preemption; _block may reserve
         offered = preemption.candidates(
             job,
             self._victims(job.gpu_type),
@@ -295,6 +363,11 @@ class Cycle:
             self.ledger.remove(running.job)
             self.stopped[running.job.id] = until
             sweep.shorten(running.job.id, running.placement, until)
+        left = [r for r in self.victims[job.gpu_type] if r.job.id not in self.stopped]
+        self.lowest_preemptible = {
+            key: value for key, value in self.lowest_preemptible.items() if key[1] != job.gpu_type
+        }
+        self._rank(job.gpu_type, left)
         if self.config.preemption_grace_s <= 0:
             pool.give(tuple(sorted(extra.items())))
             placement = find_placement(pool, job.nodes, job.gpus_per_node)

@@ -47,10 +47,13 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     pending: dict[JobId, Pending] = {}
+    holdings: dict[str, list[RunningJob]] = {}
+    for running in cycle.holdings():
+        holdings.setdefault(running.job.team, []).append(running)
     for job in cycle.visited:
         reason = cycle.reasons[job.id]
         if reason.code in _OWN_HOLDINGS:
-            pending[job.id] = _waiting_for_own(cycle, job, reason)
+            pending[job.id] = _waiting_for_own(cycle, job, reason, holdings.get(job.team, []))
         elif job.id in latest:
             floor = bounds[job.gpu_type].earliest(job.gpus, cycle.now)
             best_guess = expected.get(job.id, latest[job.id])
@@ -103,13 +106,14 @@ def _pending_entry(
     return Pending(reason, estimate, (earliest, latest))
 
 
-def _waiting_for_own(cycle: Cycle, job: JobRequest, reason: Reason) -> Pending:
+def _waiting_for_own(
+    cycle: Cycle, job: JobRequest, reason: Reason, team_holdings: list[RunningJob]
+) -> Pending:
     figures = reason.figures
     holders = [
         r
-        for r in cycle.holdings()
-        if r.job.team == job.team
-        and (r.job.gpu_type == job.gpu_type or reason.code is ReasonCode.MEMBER_CAP)
+        for r in team_holdings
+        if (r.job.gpu_type == job.gpu_type or reason.code is ReasonCode.MEMBER_CAP)
         and (r.job.member == job.member or reason.code is ReasonCode.QUOTA_EXHAUSTED)
     ]
     used, limit = int(figures.get("used", 0)), int(figures.get("limit", figures.get("cap", 0)))

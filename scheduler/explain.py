@@ -60,5 +60,4 @@ def shape_reason(job: JobRequest, pool: NodePool) -> Reason:
 
 
 def _fits_ignoring_holds(job: JobRequest, pool: NodePool) -> bool:
-    held = {node: sum(h.gpus for h in holds) for node, holds in pool.holds.items()}
-    return find_placement(pool, job.nodes, job.gpus_per_node, held) is not None
+    return find_placement(pool, job.nodes, job.gpus_per_node, pool.held_by_node()) is not None

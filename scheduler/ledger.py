@@ -34,6 +34,7 @@ class Ledger:
         self._member_used: dict[TeamType, int] = {}
         self._past = _past_shares(snapshot, config, capacity)
         self._shares: dict[str, float] = {}
+        self._versions: dict[str, int] = {}
         for running in snapshot.running:
             if running.grace_until is None:
                 self.add(running.job)
@@ -53,8 +54,13 @@ class Ledger:
     def remove(self, job: JobRequest) -> None:
         self._count(job, -job.gpus)
 
+    def version(self, team: str) -> int:
+        """Changes whenever the team's holdings do (so cached orderings can be trusted)."""
+        return self._versions.get(team, 0)
+
     def _count(self, job: JobRequest, gpus: int) -> None:
         self._shares.pop(job.team, None)
+        self._versions[job.team] = self._versions.get(job.team, 0) + 1
         key = (job.team, job.gpu_type)
         self.used[key] = self.used.get(key, 0) + gpus
         dept = (self.department(job.team), job.gpu_type)

@@ -38,6 +38,9 @@ class NodePool:
         self.free_total = sum(self.free.values())
         self._pods: dict[int, int] = {}
         """Pods per size, valid until the next change (many questions, few changes)."""
+        self.version = 0
+        """Bumped on every change, so callers can cache answers about the pool."""
+        self._held_cache: tuple[int, dict[str, int], Hold | None] = (-1, {}, None)
         self.holds: dict[str, list[Hold]] = {}
         self.held_total = 0
         self.latest_hold = float("-inf")
@@ -62,6 +65,8 @@ class NodePool:
         clone._buckets = [list(b) for b in self._buckets]
         clone.free_total = self.free_total
         clone._pods = {}
+        clone.version = 0
+        clone._held_cache = (-1, {}, None)
         clone.holds = {}
         clone.held_total = 0
         clone.latest_hold = float("-inf")
@@ -72,6 +77,7 @@ class NodePool:
         if old == value:
             return
         self._pods.clear()
+        self.version += 1
         bucket = self._buckets[old]
         del bucket[bisect_left(bucket, node)]
         insort(self._buckets[value], node)
@@ -138,6 +144,7 @@ class NodePool:
                 self.set_free(node, self.free[node] - held)
                 self.holds.setdefault(node, []).append(Hold(job_id, start, held))
                 self.held_total += held
+                self.version += 1
         self.latest_hold = max(self.latest_hold, start)
 
     def lendable_total(self, end: float) -> int:
@@ -156,8 +163,19 @@ class NodePool:
 
     def first_blocking_hold(self, end: float) -> Hold | None:
         """The earliest reservation a job ending at `end` would delay if it used held GPUs."""
-        blocking = [h for hs in self.holds.values() for h in hs if h.start < end and h.gpus]
-        return min(blocking, key=lambda h: (h.start, h.job_id), default=None)
+        first = self._held()[2]
+        return first if first is not None and first.start < end else None
+
+    def held_by_node(self) -> dict[str, int]:
+        return self._held()[1]
+
+    def _held(self) -> tuple[int, dict[str, int], Hold | None]:
+        if self._held_cache[0] != self.version:
+            holds = [h for hs in self.holds.values() for h in hs if h.gpus]
+            by_node = {node: sum(h.gpus for h in hs) for node, hs in self.holds.items()}
+            first = min(holds, key=lambda h: (h.start, h.job_id), default=None)
+            self._held_cache = (self.version, by_node, first)
+        return self._held_cache
 
     def take_with_holds(self, placement: Placement, end: float) -> None:
         """Take free GPUs first, then GPUs lent from holds that start after `end`."""
@@ -173,3 +191,4 @@ class NodePool:
                     held.gpus -= lent
                     missing -= lent
                     self.held_total -= lent
+                    self.version += 1

@@ -62,6 +62,15 @@ class Sweep:
             if not self._advance():
                 return None
 
+    def counting(self) -> CountSweep:
+        """Continue from here counting GPUs only, cheaper for the long tail of a queue."""
+        ends = [
+            (end, sum(g for _, g in placement))
+            for end, _, job_id, placement in self._events
+            if self._end_of.get(job_id) == end
+        ]
+        return CountSweep(self.time, self.projected.free_total, ends)
+
     def _advance(self) -> bool:
         events = self._events
         while events:
@@ -77,3 +86,26 @@ class Sweep:
                     self.projected.give(placement)
             return True
         return False
+
+
+class CountSweep:
+    """The same forward run on GPU counts: a job fits when enough GPUs of the type are free."""
+
+    def __init__(self, now: float, free: int, ends: list[tuple[float, int]]) -> None:
+        self.time, self.free = now, free
+        self._ends = list(ends)
+        heapq.heapify(self._ends)
+
+    def find(self, gpus: int) -> float | None:
+        ends = self._ends
+        while self.free < gpus:
+            if not ends:
+                return None
+            self.time, freed = heapq.heappop(ends)
+            self.free += freed
+        return self.time
+
+    def occupy(self, gpus: int, end: float) -> None:
+        if end > self.time:
+            self.free -= gpus
+            heapq.heappush(self._ends, (end, gpus))
