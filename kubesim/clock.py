@@ -53,11 +53,6 @@ def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def rfc3339_micro(ts: float) -> str:
-    """Microsecond timestamps, as used by events' eventTime and log lines."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def parse_rfc3339(text: str) -> float:
-    """Inverse of `rfc3339`/`rfc3339_micro` (and of client-sent timestamps)."""
+    """Inverse of `rfc3339` (also reads client-sent fractional timestamps)."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -63,13 +63,6 @@ def set_condition(
     return conditions
 
 
-def condition_true(obj: Obj, ctype: str) -> bool:
-    for cond in obj.get("status", {}).get("conditions") or ():
-        if cond["type"] == ctype:
-            return bool(cond["status"] == "True")
-    return False
-
-
 def controller_uid(obj: Obj) -> str | None:
     for ref in obj["metadata"].get("ownerReferences") or ():
         if ref.get("controller"):

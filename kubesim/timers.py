@@ -21,6 +21,3 @@ class Timers:
         while self._heap and self._heap[0][0] <= now:
             _, _, fn = heapq.heappop(self._heap)
             fn()
-
-    def next_due(self) -> float | None:
-        return self._heap[0][0] if self._heap else None

@@ -4,12 +4,15 @@ NotReady eviction, and a restart that keeps the cluster's state."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kubesim import KubeSim
+from kubesim import KubeSim, ManualClock
 from tests.kubesim.conftest import job_manifest, pod_manifest, wait_for
 
 
@@ -194,3 +197,67 @@ def test_restart_on_the_same_port_keeps_the_cluster_state() -> None:
         assert sim.url == url
         job = batch.read_namespaced_job("survivor", "default")
         assert job.status.active == 1
+
+
+def test_manual_clock_decides_when_pods_progress() -> None:
+    clock = ManualClock()
+    with KubeSim(clock=clock) as sim:
+        config = client.Configuration()
+        config.host = sim.url
+        core = client.CoreV1Api(client.ApiClient(config))
+        core.create_namespaced_pod(
+            "default", pod_manifest("ticks", gpus=1, runtime=100, restartPolicy="Never")
+        )
+        wait_for(lambda: core.read_namespaced_pod("ticks", "default").spec.node_name, what="bound")
+        time.sleep(0.2)
+        assert _phase(core, "default", "ticks") == "Pending"
+        clock.advance(2)
+        wait_for(lambda: _phase(core, "default", "ticks") == "Running", what="Running")
+        clock.advance(50)
+        time.sleep(0.2)
+        assert _phase(core, "default", "ticks") == "Running"
+        clock.advance(60)
+        wait_for(lambda: _phase(core, "default", "ticks") == "Succeeded", what="Succeeded")
+
+
+def test_cluster_file_defines_pools_labels_and_taints(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "tolerationSeconds": 5,
+                "pools": [
+                    {
+                        "name": "l40s",
+                        "count": 2,
+                        "gpuProduct": "NVIDIA-L40S",
+                        "gpusPerNode": 4,
+                        "cpu": "32",
+                        "memory": "256Gi",
+                        "rack": "r9",
+                        "nvlinkDomain": "nvl-1",
+                        "labels": {"tier": "inference"},
+                        "taints": [{"key": "gpu", "value": "l40s", "effect": "NoSchedule"}],
+                    },
+                    {"name": "cpu", "count": 1, "cpu": "64", "memory": "128Gi"},
+                ],
+            }
+        )
+    )
+    with KubeSim(cluster=path) as sim:
+        config = client.Configuration()
+        config.host = sim.url
+        nodes = {
+            n.metadata.name: n for n in client.CoreV1Api(client.ApiClient(config)).list_node().items
+        }
+    assert sorted(nodes) == ["cpu-0", "l40s-0", "l40s-1"]
+    gpu = nodes["l40s-1"]
+    assert gpu.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+    assert gpu.metadata.labels["kubesim.io/nvlink-domain"] == "nvl-1"
+    assert (
+        gpu.metadata.labels["tier"] == "inference"
+        and gpu.metadata.labels["kubesim.io/rack"] == "r9"
+    )
+    assert gpu.status.capacity["nvidia.com/gpu"] == "4" and gpu.status.capacity["cpu"] == "32"
+    assert gpu.spec.taints[0].key == "gpu"
+    assert "nvidia.com/gpu" not in nodes["cpu-0"].status.capacity
