@@ -11,11 +11,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from audit.chain import event_hash
-from audit.models import AuditEvent, AuditHead
+from audit.models import GENESIS_HASH, AuditEvent, AuditHead
 from portal.middleware import current_request_context
 
 if TYPE_CHECKING:
@@ -40,6 +39,23 @@ def _target(target: models.Model | tuple[str, str] | None) -> tuple[str, str]:
     return target._meta.label_lower, str(target.pk)
 
 
+def _advance_head() -> tuple[int, str]:
+    """Take the next sequence number and the previous hash in one locking statement."""
+    table = AuditHead._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
+        row = cursor.fetchone()
+    if row is not None:
+        return int(row[0]), str(row[1])
+    # The migration creates the head; this covers a database emptied since (test flushes).
+    try:
+        with transaction.atomic():
+            AuditHead.objects.create(pk=1, seq=1)
+        return 1, GENESIS_HASH
+    except IntegrityError:  # another writer created it first: take our turn after it
+        return _advance_head()
+
+
 def record(
     action: str,
     *,
@@ -51,19 +67,12 @@ def record(
 ) -> AuditEvent:
     if not connection.in_atomic_block:
         raise AuditOutsideTransaction(f"audit event {action!r} written outside a transaction")
-    if not AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1):
-        # The migration creates the head; this covers a database emptied since (test flushes).
-        try:
-            with transaction.atomic():
-                AuditHead.objects.create(pk=1, seq=1)
-        except IntegrityError:  # another writer created it first; take our turn after it
-            AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1)
-    head = AuditHead.objects.select_for_update().get(pk=1)
+    seq, prev_hash = _advance_head()
     context = current_request_context()
     target_type, target_id = _target(target)
     actor_known = actor is not None and actor.is_authenticated
     event = AuditEvent(
-        seq=head.seq,
+        seq=seq,
         at=timezone.now(),
         actor_id=actor.pk if actor_known and actor else None,
         actor_name=actor.get_username() if actor_known and actor else "",
@@ -76,9 +85,9 @@ def record(
         after=snapshot(after),
         request_id=context.request_id if context else "",
         ip=(context.ip or "") if context else "",
-        prev_hash=head.hash,
+        prev_hash=prev_hash,
     )
-    event.hash = event_hash(event, head.hash)
+    event.hash = event_hash(event, prev_hash)
     event.save()
     AuditHead.objects.filter(pk=1).update(hash=event.hash)
     return event

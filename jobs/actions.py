@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Subquery
 
 from audit.record import record
 from jobs.models import TERMINAL_STATES, Job, State
@@ -21,26 +22,48 @@ DEFAULT_QUEUE = "normal"
 
 
 def _queue(team: Team, spec: JobSpec) -> Queue:
-    queues = Queue.objects.for_team(team)
+    queues = {queue.name: queue for queue in Queue.objects.for_team(team)}
     if spec.queue is not None:
-        found = queues.filter(name=spec.queue).first()
-        if found is None:
+        if spec.queue not in queues:
             raise SpecError({"queue": f"team {team.slug} has no queue {spec.queue!r}"})
-        return found
-    names = list(queues.values_list("name", flat=True))
-    if DEFAULT_QUEUE in names:
-        return queues.get(name=DEFAULT_QUEUE)
-    if len(names) == 1:
-        return queues.get()
-    raise SpecError({"queue": f"is required (team {team.slug} has: {', '.join(names) or 'none'})"})
+        return queues[spec.queue]
+    if DEFAULT_QUEUE in queues:
+        return queues[DEFAULT_QUEUE]
+    if len(queues) == 1:
+        return next(iter(queues.values()))
+    names = ", ".join(sorted(queues)) or "none"
+    raise SpecError({"queue": f"is required (team {team.slug} has: {names})"})
 
 
-def _gpu_type(spec: JobSpec) -> GpuType:
-    found = GpuType.objects.filter(name=spec.gpu_type).first()
-    if found is None:
+def _quota(team: Team, spec: JobSpec) -> Quota:
+    """The team's quota of the spec's GPU type (with the type), or the reason there is none."""
+    quota = (
+        Quota.objects.for_team(team)
+        .select_related("gpu_type")
+        .filter(gpu_type__name=spec.gpu_type, limit__gt=0)
+        .first()
+    )
+    if quota is not None:
+        return quota
+    if not GpuType.objects.filter(name=spec.gpu_type).exists():
         known = ", ".join(GpuType.objects.values_list("name", flat=True))
         raise SpecError({"gpu_type": f"unknown GPU type {spec.gpu_type!r} (known: {known})"})
-    return found
+    raise SpecError({"gpu_type": f"team {team.slug} has no quota for {spec.gpu_type}"})
+
+
+def _member_cap(team: Team, user: User) -> int | None:
+    """The member's GPU cap in the team; refuses a user who is not a member (staff aside)."""
+    cap = MemberCap.objects.for_team(team).filter(user=user).values("max_gpus")
+    found = (
+        Membership.objects.for_team(team)
+        .filter(user=user)
+        .annotate(cap=Subquery(cap[:1]))
+        .values_list("cap", flat=True)
+    )
+    caps = list(found)
+    if not caps and not user.is_staff:
+        raise SpecError({"team": f"you are not a member of team {team.slug}"})
+    return caps[0] if caps else None
 
 
 def _check_image(team: Team, image: str) -> None:
@@ -51,8 +74,9 @@ def _check_image(team: Team, image: str) -> None:
         )
 
 
-def _check_fits(team: Team, user: User, spec: JobSpec, gpu_type: GpuType, queue: Queue) -> None:
+def _check_fits(team: Team, spec: JobSpec, quota: Quota, cap: int | None, queue: Queue) -> None:
     """Refuse a job that could never run, with the limit it crosses."""
+    gpu_type = quota.gpu_type
     if spec.gpus_per_node > gpu_type.gpus_per_node:
         raise SpecError(
             {
@@ -60,9 +84,6 @@ def _check_fits(team: Team, user: User, spec: JobSpec, gpu_type: GpuType, queue:
                 f"{gpu_type.name} have {gpu_type.gpus_per_node}"
             }
         )
-    quota = Quota.objects.for_team(team).filter(gpu_type=gpu_type).first()
-    if quota is None or quota.limit == 0:
-        raise SpecError({"gpu_type": f"team {team.slug} has no quota for {gpu_type.name}"})
     total = spec.nodes * spec.gpus_per_node
     if total > quota.limit:
         raise SpecError(
@@ -71,12 +92,11 @@ def _check_fits(team: Team, user: User, spec: JobSpec, gpu_type: GpuType, queue:
                 f"limit of {gpu_type.name} is {quota.limit}"
             }
         )
-    cap = MemberCap.objects.for_team(team).filter(user=user).first()
-    if cap is not None and total > cap.max_gpus:
+    if cap is not None and total > cap:
         raise SpecError(
             {
                 "nodes": f"nodes × gpus_per_node = {total} GPUs requested, your cap in team "
-                f"{team.slug} is {cap.max_gpus}"
+                f"{team.slug} is {cap}"
             }
         )
     if spec.max_runtime is not None and spec.max_runtime > queue.max_runtime:
@@ -109,23 +129,19 @@ def _audit_view(job: Job) -> dict[str, object]:
 def _create(
     team: Team, spec: JobSpec, *, acting_user: User, action: str, cloned_from: Job | None = None
 ) -> Job:
-    if (
-        not acting_user.is_staff
-        and not Membership.objects.for_team(team).filter(user=acting_user).exists()
-    ):
-        raise SpecError({"team": f"you are not a member of team {team.slug}"})
     if spec.team is not None and spec.team != team.slug:
         raise SpecError({"team": f"spec names team {spec.team!r} but was submitted to {team.slug}"})
+    cap = _member_cap(team, acting_user)
     queue = _queue(team, spec)
-    gpu_type = _gpu_type(spec)
+    quota = _quota(team, spec)
     _check_image(team, spec.image)
-    _check_fits(team, acting_user, spec, gpu_type, queue)
+    _check_fits(team, spec, quota, cap, queue)
     with transaction.atomic():
         job = Job.objects.create(
             team=team,
             owner=acting_user,
             queue=queue,
-            gpu_type=gpu_type,
+            gpu_type=quota.gpu_type,
             name=spec.name,
             image=spec.image,
             command=spec.command,
