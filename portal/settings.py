@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "quotas",
     "jobs",
     "audit",
+    "cluster",
 ]
 
 MIDDLEWARE = [
