@@ -141,6 +141,8 @@ class Cycle:
             self._wait(job, cordoned(job, self.unschedulable.get(gpu_type, 0)))
             return False
         quota = self.ledger.check(job)
+        if job.id in self.claims:
+            return self._claimant(job, pool, quota)
         if quota is None:
             placement = self._place_now(job, pool)
             if placement is not None:
@@ -178,7 +180,10 @@ class Cycle:
         if pool is None:
             self._wait(job, cordoned(job, self.unschedulable.get(job.gpu_type, 0)))
             return
-        self._wait(job, self.ledger.check(job) or self._capacity_reason(job, pool))
+        if job.id in self.claims:
+            self._wait(job, self._preempting(job))
+        else:
+            self._wait(job, self.ledger.check(job) or self._capacity_reason(job, pool))
 
     def _wait(self, job: JobRequest, reason: Reason) -> None:
         if self.explain:
@@ -230,14 +235,24 @@ class Cycle:
         if sweep is not None:
             sweep.occupy(job.id, placement, end)
 
+    def _claimant(self, job: JobRequest, pool: NodePool, quota: Reason | None) -> bool:
+        """A job whose victims are still stopping: start if it can, else wait for them."""
+        placement = self._place_now(job, pool) if quota is None else None
+        if placement is not None:
+            self._admit(job, pool, placement)
+            return True
+        self.ledger.add(job)  # its victims' GPUs are spoken for
+        self._reserve(job, pool)
+        self._wait(job, self._preempting(job))
+        return False
+
+    def _preempting(self, job: JobRequest) -> Reason:
+        victims = self.claims[job.id]
+        wait = max(r.grace_until or self.now for r in victims) - self.now
+        return Reason(ReasonCode.PREEMPTING, {"victims": len(victims), "wait_s": round(wait)})
+
     def _block(self, job: JobRequest, pool: NodePool) -> Reason:
         reason = self._capacity_reason(job, pool)
-        if job.id in self.claims:
-            self.ledger.add(job)  # its victims' GPUs are spoken for
-            self._reserve(job, pool)
-            wait = max(r.grace_until or self.now for r in self.claims[job.id]) - self.now
-            figures = {"victims": len(self.claims[job.id]), "wait_s": round(wait)}
-            return Reason(ReasonCode.PREEMPTING, figures)
         if self.reservations.get(job.gpu_type, 0) < self.config.max_reservations:
             self._reserve(job, pool)
         return reason
@@ -328,8 +343,6 @@ class Cycle:
 
     def _preempt(self, job: JobRequest, pool: NodePool, quota: Reason | None) -> Reason | bool:
         """Preempt for `job` if that is allowed and quicker than waiting: True if admitted now."""
-        if job.id in self.claims:
-            return False
         if quota is not None and quota.code is not ReasonCode.QUOTA_EXHAUSTED:
             return False
         if not self._may_preempt(job.team, job.gpu_type, job.gpus, job.priority):
@@ -360,7 +373,10 @@ class Cycle:
         for victim in victims:
             running = victim.running
             self.preemptions.append(Preemption(running.job.id, victim.reason, job.id, until))
-            self.ledger.remove(running.job)
+            if self.config.preemption_grace_s <= 0:
+                self.ledger.remove(running.job)
+            else:
+                self.ledger.leave(running.job)
             self.stopped[running.job.id] = until
             sweep.shorten(running.job.id, running.placement, until)
         left = [r for r in self.victims[job.gpu_type] if r.job.id not in self.stopped]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, run_cycle
 from scheduler.decisions import Decisions, Pending, Reason, ReasonCode
-from scheduler.estimate import LowerBound, forward_starts, release_time
+from scheduler.estimate import LowerBound, Releases, forward_starts
 from scheduler.model import JobId, JobRequest, RunningJob, Snapshot
 from scheduler.queue import QueueIndex
 
@@ -47,13 +47,11 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     pending: dict[JobId, Pending] = {}
-    holdings: dict[str, list[RunningJob]] = {}
-    for running in cycle.holdings():
-        holdings.setdefault(running.job.team, []).append(running)
+    releases = Releases(cycle.holdings())
     for job in cycle.visited:
         reason = cycle.reasons[job.id]
         if reason.code in _OWN_HOLDINGS:
-            pending[job.id] = _waiting_for_own(cycle, job, reason, holdings.get(job.team, []))
+            pending[job.id] = _waiting_for_own(cycle.now, job, reason, releases)
         elif job.id in latest:
             floor = bounds[job.gpu_type].earliest(job.gpus, cycle.now)
             best_guess = expected.get(job.id, latest[job.id])
@@ -106,22 +104,16 @@ def _pending_entry(
     return Pending(reason, estimate, (earliest, latest))
 
 
-def _waiting_for_own(
-    cycle: Cycle, job: JobRequest, reason: Reason, team_holdings: list[RunningJob]
-) -> Pending:
+def _waiting_for_own(now: float, job: JobRequest, reason: Reason, releases: Releases) -> Pending:
     figures = reason.figures
-    holders = [
-        r
-        for r in team_holdings
-        if (r.job.gpu_type == job.gpu_type or reason.code is ReasonCode.MEMBER_CAP)
-        and (r.job.member == job.member or reason.code is ReasonCode.QUOTA_EXHAUSTED)
-    ]
     used, limit = int(figures.get("used", 0)), int(figures.get("limit", figures.get("cap", 0)))
     if job.gpus > limit:
         return Pending(reason, None, None)
-    latest = release_time(cycle.now, used, limit, job.gpus, holders, RunningJob.end_by_limit)
+    by_member = reason.code is ReasonCode.MEMBER_CAP
+    excess = used + job.gpus - limit
+    latest = releases.when(job, by_member, excess, pessimistic=True)
     if latest is None:
         return Pending(reason, None, None)
-    estimate = release_time(cycle.now, used, limit, job.gpus, holders, RunningJob.end_expected)
-    estimate = latest if estimate is None else min(estimate, latest)
+    estimate = releases.when(job, by_member, excess, pessimistic=False)
+    latest, estimate = max(now, latest), max(now, min(estimate or latest, latest))
     return Pending(reason, estimate, (estimate, latest))

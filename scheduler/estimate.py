@@ -22,7 +22,7 @@ from scheduler.pool import NodePool
 from scheduler.sweep import Sweep
 
 EndOf = Callable[[RunningJob], float]
-DETAILED = 500
+DETAILED = 200
 """Waiting jobs per GPU type projected node by node; the rest of the queue is projected on GPU
 counts (ignoring fragmentation), which keeps a cycle over a 10,000-job queue cheap."""
 Reserved = dict[JobId, tuple[float, Placement]]
@@ -51,10 +51,10 @@ def forward_starts(
         counting = sweep.counting()
         for job in waiting[DETAILED:]:
             reservation = reserved.get(job.id)
-            start = reservation[0] if reservation else counting.find(job.gpus)
-            starts[job.id] = start
-            if start is not None:
-                counting.occupy(job.gpus, start + duration(job))
+            tail_start = reservation[0] if reservation else counting.find(job.gpus)
+            starts[job.id] = tail_start
+            if tail_start is not None:
+                counting.occupy(job.gpus, tail_start + duration(job))
     return starts
 
 
@@ -75,16 +75,36 @@ class LowerBound:
         return max(now, self._times[index]) if index < len(self._times) else None
 
 
-def release_time(
-    now: float, used: int, limit: int, gpus: int, holders: Sequence[RunningJob], end_of: EndOf
-) -> float | None:
-    """When enough of `holders` have ended for `used + gpus` to fit under `limit`."""
-    excess = used + gpus - limit
-    if excess <= 0:
-        return now
-    freed = 0
-    for end, held in sorted((end_of(r), r.job.gpus) for r in holders):
-        freed += held
-        if freed >= excess:
-            return max(now, end)
-    return None
+class Releases:
+    """When a team (of one GPU type) or a member (in one team) gives GPUs back."""
+
+    def __init__(self, holdings: Sequence[RunningJob]) -> None:
+        self._holdings: dict[tuple[str, str, bool], list[RunningJob]] = {}
+        for running in holdings:
+            job = running.job
+            self._holdings.setdefault((job.team, job.gpu_type, False), []).append(running)
+            self._holdings.setdefault((job.team, job.member, True), []).append(running)
+        self._curves: dict[tuple[str, str, bool, bool], tuple[list[float], list[int]]] = {}
+
+    def when(
+        self, job: JobRequest, by_member: bool, excess: int, pessimistic: bool
+    ) -> float | None:
+        """The first end after which `excess` GPUs have been given back (-inf if none needed)."""
+        if excess <= 0:
+            return float("-inf")
+        times, freed = self._curve(
+            job.team, job.member if by_member else job.gpu_type, by_member, pessimistic
+        )
+        index = bisect_left(freed, excess)
+        return times[index] if index < len(times) else None
+
+    def _curve(
+        self, team: str, scope: str, by_member: bool, pessimistic: bool
+    ) -> tuple[list[float], list[int]]:
+        key = (team, scope, by_member, pessimistic)
+        curve = self._curves.get(key)
+        if curve is None:
+            end_of = RunningJob.end_by_limit if pessimistic else RunningJob.end_expected
+            ends = sorted((end_of(r), r.job.gpus) for r in self._holdings.get(key[:3], []))
+            curve = self._curves[key] = ([e for e, _ in ends], list(accumulate(g for _, g in ends)))
+        return curve

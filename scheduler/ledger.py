@@ -5,7 +5,8 @@ borrow GPUs that their owners leave idle, first inside its department (the depar
 stays within the sum of its guarantees), then, if the configuration allows, anywhere. Physical
 availability is the placement's business; borrowed GPUs are given back by reclaim preemption.
 
-Jobs already told to stop (in their grace period) are not counted: their GPUs are on the way back.
+Jobs already told to stop (in their grace period) still count against limits, since they hold
+their GPUs until they stop, but no longer count as borrowing: their GPUs are on the way back.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ class Ledger:
         self._past = _past_shares(snapshot, config, capacity)
         self._shares: dict[str, float] = {}
         self._versions: dict[str, int] = {}
+        self._leaving: dict[TeamType, int] = {}
         for running in snapshot.running:
-            if running.grace_until is None:
-                self.add(running.job)
+            self.add(running.job)
+            if running.grace_until is not None:
+                self.leave(running.job)
 
     def department(self, team: str) -> str:
         return self._department.get(team) or f"team:{team}"
@@ -68,13 +71,23 @@ class Ledger:
         member = (job.team, job.member)
         self._member_used[member] = self._member_used.get(member, 0) + gpus
 
+    def leave(self, job: JobRequest) -> None:
+        """The job was told to stop: it still holds its GPUs, but is no longer borrowing."""
+        key = (job.team, job.gpu_type)
+        self._leaving[key] = self._leaving.get(key, 0) + job.gpus
+
+    def holding(self, team: str, gpu_type: str) -> int:
+        """GPUs of the type the team holds and keeps (not counting jobs told to stop)."""
+        key = (team, gpu_type)
+        return self.used.get(key, 0) - self._leaving.get(key, 0)
+
     def within_guarantee(self, job: JobRequest) -> bool:
         used = self.used.get((job.team, job.gpu_type), 0)
         return used + job.gpus <= self.guaranteed(job.team, job.gpu_type)
 
     def borrowing(self, team: str, gpu_type: str) -> int:
         """GPUs of the type the team holds beyond its guarantee."""
-        return max(0, self.used.get((team, gpu_type), 0) - self.guaranteed(team, gpu_type))
+        return max(0, self.holding(team, gpu_type) - self.guaranteed(team, gpu_type))
 
     def check(self, job: JobRequest) -> Reason | None:
         """Why the job may not start on quota grounds, or None if it may."""

@@ -53,7 +53,7 @@ def choose(
     """The victims to stop so that `job` fits, or None if no allowed set makes it fit."""
     quota_short = max(0, ledger.used.get((job.team, job.gpu_type), 0) + job.gpus)
     quota_short -= ledger.limit(job.team, job.gpu_type)
-    remaining = dict(ledger.used)
+    remaining = {key: ledger.holding(*key) for key in ledger.used}
     chosen: list[Victim] = []
     for victim in offered:
         if not _allowed(victim, remaining, ledger):

@@ -12,6 +12,7 @@ re-sorted); `schedule` builds a fresh one from the snapshot.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from scheduler.model import JobId, JobRequest
@@ -31,6 +32,13 @@ class Smallest:
     def __init__(self) -> None:
         self._counts: dict[float, int] = {}
         self._min: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Smallest:
+        smallest = cls()
+        smallest._counts = dict(Counter(values))
+        smallest._min = min(smallest._counts, default=None)
+        return smallest
 
     def add(self, value: float) -> None:
         self._counts[value] = self._counts.get(value, 0) + 1
@@ -106,10 +114,13 @@ class QueueIndex:
             grouped.setdefault((job.team, job.gpu_type), []).append(job)
         for key, members in grouped.items():
             stream = index.streams[key] = Stream(key)
-            for job in sorted(members, key=order_key):
-                stream.orders.append(order_key(job))
-                stream.jobs.append(job)
-                stream._count(job, Smallest.add)
+            keyed = sorted([(order_key(job), job) for job in members])  # keys are unique
+            stream.orders = [order for order, _ in keyed]
+            stream.jobs = [job for _, job in keyed]
+            stream.gpus = Smallest.of(job.nodes * job.gpus_per_node for job in members)
+            stream.gpus_per_node = Smallest.of(job.gpus_per_node for job in members)
+            stream.runtime_limit = Smallest.of(job.runtime_limit_s for job in members)
+            stream.submit_time = Smallest.of(job.submit_time for job in members)
             index.size += len(members)
         return index
 
