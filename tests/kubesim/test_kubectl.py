@@ -97,8 +97,10 @@ def test_logs_follow_streams_until_the_container_exits(
 
 
 def test_get_pods_watch_prints_phase_changes(kubectl: Kubectl, namespace: str) -> None:
-    _apply_job(kubectl, namespace, "watched", 2)
-    out = kubectl("get", "pods", "-w", "-n", namespace, "--request-timeout=4s", check=False)
+    _apply_job(
+        kubectl, namespace, "watched", 60
+    )  # 1.5 s at SPEED: kubectl starts well before the end
+    out = kubectl("get", "pods", "-w", "-n", namespace, "--request-timeout=5s", check=False)
     lines = [line for line in out.splitlines() if line.startswith("watched-")]
     assert any("Running" in line for line in lines) and any("Completed" in line for line in lines)
 
