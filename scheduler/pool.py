@@ -25,13 +25,18 @@ class Hold:
 
 
 class NodePool:
-    def __init__(self, totals: Mapping[str, int], domains: Mapping[str, tuple[str, ...]]) -> None:
-        """A pool with every node wholly free; `set_free` brings it to the reported state."""
+    def __init__(
+        self,
+        totals: Mapping[str, int],
+        domains: Mapping[str, tuple[str, ...]],
+        free: Mapping[str, int] | None = None,
+    ) -> None:
+        """Nodes with their total and free GPUs (all free unless `free` says otherwise)."""
         self.total: Mapping[str, int] = dict(totals)
-        self.free: dict[str, int] = dict(totals)
+        self.free: dict[str, int] = dict(free if free is not None else totals)
+        self.max_gpus = max(self.total.values(), default=0)
         self.domains = domains
         """Node -> its domain per topology key ("" where the label is missing)."""
-        self.max_gpus = max(self.free.values(), default=0)
         self._buckets: list[list[str]] = [[] for _ in range(self.max_gpus + 1)]
         for name in sorted(self.free):
             self._buckets[self.free[name]].append(name)
@@ -48,13 +53,11 @@ class NodePool:
     @classmethod
     def from_nodes(cls, nodes: Iterable[NodeState], topology_keys: tuple[str, ...]) -> NodePool:
         listed = list(nodes)
-        pool = cls(
+        return cls(
             {n.name: n.total_gpus for n in listed},
             {n.name: tuple(n.labels.get(k, "") for k in topology_keys) for n in listed},
+            {n.name: max(0, min(n.free_gpus, n.total_gpus)) for n in listed},
         )
-        for node in listed:
-            pool.set_free(node.name, max(0, min(node.free_gpus, node.total_gpus)))
-        return pool
 
     def copy(self) -> NodePool:
         clone = NodePool.__new__(NodePool)

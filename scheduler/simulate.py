@@ -94,6 +94,7 @@ class _Simulation:
         self.arrivals = sorted(trace.jobs, key=lambda j: (j.request.submit_time, j.request.id))
         self.by_id = {j.request.id: j for j in trace.jobs}
         self.free = {n.name: n.free_gpus for n in trace.nodes}
+        self.node_states = list(trace.nodes)
         self.limits = {(q.team, q.gpu_type): q.limit for q in trace.quotas}
         self.queue = QueueIndex()
         self.running: dict[JobId, RunningJob] = {}
@@ -162,7 +163,7 @@ class _Simulation:
     def _cycle(self, arrived: list[JobRequest]) -> None:
         self.cycles += 1
         explain = bool(arrived) and self.cycles % self.explain_every == 0
-        nodes = tuple(replace(n, free_gpus=self.free[n.name]) for n in self.trace.nodes)
+        nodes = self._nodes()
         snapshot = Snapshot(
             self.now,
             (),
@@ -183,6 +184,14 @@ class _Simulation:
                 pending = decisions.pending.get(job.id)
                 if pending is not None:
                     self.estimate[job.id] = pending.estimated_start
+
+    def _nodes(self) -> tuple[NodeState, ...]:
+        """The nodes as the cluster would report them; only changed ones are rebuilt."""
+        for index, node in enumerate(self.node_states):
+            free = self.free[node.name]
+            if node.free_gpus != free:
+                self.node_states[index] = replace(node, free_gpus=free)
+        return tuple(self.node_states)
 
     def _apply(self, decisions: Decisions) -> None:
         for preemption in decisions.preemptions:
