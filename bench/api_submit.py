@@ -38,18 +38,37 @@ def _free_port() -> int:
 
 def _env() -> dict[str, str]:
     url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
-           "THROTTLE_TOKEN": "1000000/min", "LOG_LEVEL": "WARNING", "DEBUG": "0"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "THROTTLE_TOKEN": "1000000/min",
+        "LOG_LEVEL": "WARNING",
+        "DEBUG": "0",
+    }
     env.pop("REDIS_URL", None)
     return env
 
 
 def _prepare(clients: int) -> list[str]:
     """Fresh database, migrated, with a team, a quota, and one user + token per client."""
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
-                    f"DROP DATABASE IF EXISTS {DATABASE}"], check=True)
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
-                    f"CREATE DATABASE {DATABASE}"], check=True)
+    subprocess.run(
+        [
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-q",
+            "-c",
+            f"DROP DATABASE IF EXISTS {DATABASE}",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", f"CREATE DATABASE {DATABASE}"],
+        check=True,
+    )
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], check=True, env=_env(), cwd=ROOT)
     script = f"""
@@ -68,13 +87,26 @@ for i in range({clients}):
     Membership.objects.create(team=team, user=user)
     print(issue_token(user, "bench")[1])
 """
-    out = subprocess.run([*manage, "shell", "-c", script], check=True, env=_env(), cwd=ROOT,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [*manage, "shell", "-c", script],
+        check=True,
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return [word for word in out.stdout.split() if word.startswith("gpt_")]
 
 
-async def _client(base: str, token: str, deadline: float, index: int,
-                  submit_ms: list[float], me_ms: list[float], errors: list[str]) -> None:
+async def _client(
+    base: str,
+    token: str,
+    deadline: float,
+    index: int,
+    submit_ms: list[float],
+    me_ms: list[float],
+    errors: list[str],
+) -> None:
     # aiohttp rather than httpx: the load generator shares the two cores with the server,
     # so the cheaper client leaves more of them to what is measured.
     headers = {"Authorization": f"Bearer {token}"}
@@ -82,9 +114,13 @@ async def _client(base: str, token: str, deadline: float, index: int,
     async with aiohttp.ClientSession(base, headers=headers, timeout=timeout) as http:
         n = 0
         while time.monotonic() < deadline:
-            body = {"name": f"bench-{index}-{n}", "image": "python:3.11",
-                    "command": ["python", "train.py"], "gpu_type": "h100-80g",
-                    "gpus_per_node": 1}
+            body = {
+                "name": f"bench-{index}-{n}",
+                "image": "python:3.11",
+                "command": ["python", "train.py"],
+                "gpu_type": "h100-80g",
+                "gpus_per_node": 1,
+            }
             start = time.perf_counter()
             async with http.post("/api/v1/jobs/", json=body) as response:
                 text = await response.text()
@@ -110,17 +146,27 @@ async def _run(base: str, tokens: list[str], seconds: float) -> dict[str, float]
     me_ms: list[float] = []
     errors: list[str] = []
     started = time.monotonic()
-    await asyncio.gather(*(_client(base, t, started + seconds, i, submit_ms, me_ms, errors)
-                           for i, t in enumerate(tokens)))
+    await asyncio.gather(
+        *(
+            _client(base, t, started + seconds, i, submit_ms, me_ms, errors)
+            for i, t in enumerate(tokens)
+        )
+    )
     elapsed = time.monotonic() - started
     if errors:
         raise SystemExit(f"{len(errors)} failed requests, first: {errors[0]}")
     s50, s99 = _pct(submit_ms)
     m50, m99 = _pct(me_ms)
-    return {"submissions_per_s": len(submit_ms) / elapsed, "submit_p50_ms": s50,
-            "submit_p99_ms": s99, "me_per_s": len(me_ms) / elapsed, "me_p50_ms": m50,
-            "me_p99_ms": m99, "submit_to_me_ratio": len(submit_ms) / len(me_ms),
-            "submit_vs_me_p50_ratio": s50 / m50}
+    return {
+        "submissions_per_s": len(submit_ms) / elapsed,
+        "submit_p50_ms": s50,
+        "submit_p99_ms": s99,
+        "me_per_s": len(me_ms) / elapsed,
+        "me_p50_ms": m50,
+        "me_p99_ms": m99,
+        "submit_to_me_ratio": len(submit_ms) / len(me_ms),
+        "submit_vs_me_p50_ratio": s50 / m50,
+    }
 
 
 def _wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
@@ -146,9 +192,24 @@ def main() -> None:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", str(args.workers), "--no-access-log",
-         "--log-level", "warning"], env=_env(), cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "portal.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        env=_env(),
+        cwd=ROOT,
+    )
     try:
         _wait_up(base, server)
         figures = asyncio.run(_run(base, tokens, args.seconds))
@@ -159,10 +220,14 @@ def main() -> None:
         print(json.dumps(figures))
         return
     print(f"{args.clients} clients, {args.seconds:.0f} s, uvicorn x{args.workers}, PostgreSQL")
-    print(f"  submit   {figures['submissions_per_s']:7.1f}/s  p50 {figures['submit_p50_ms']:6.1f} ms"
-          f"  p99 {figures['submit_p99_ms']:6.1f} ms")
-    print(f"  /me/     {figures['me_per_s']:7.1f}/s  p50 {figures['me_p50_ms']:6.1f} ms"
-          f"  p99 {figures['me_p99_ms']:6.1f} ms")
+    print(
+        f"  submit   {figures['submissions_per_s']:7.1f}/s  p50 {figures['submit_p50_ms']:6.1f} ms"
+        f"  p99 {figures['submit_p99_ms']:6.1f} ms"
+    )
+    print(
+        f"  /me/     {figures['me_per_s']:7.1f}/s  p50 {figures['me_p50_ms']:6.1f} ms"
+        f"  p99 {figures['me_p99_ms']:6.1f} ms"
+    )
     print(f"  submit : /me/ p50 latency ratio {figures['submit_vs_me_p50_ratio']:.2f}")
 
 
