@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 
 import pytest
 from kubernetes import client
@@ -118,7 +119,7 @@ def test_anti_affinity_on_hostname_spreads_pods(core: client.CoreV1Api, namespac
         body["metadata"]["labels"] = {"app": "spread"}
         core.create_namespaced_pod(namespace, body)
     nodes = [
-        wait_for(lambda i=i: _node_of(core, namespace, f"s{i}"), what="binding") for i in range(3)
+        wait_for(partial(_node_of, core, namespace, f"s{i}"), what="binding") for i in range(3)
     ]
     assert len(set(nodes)) == 3
 
