@@ -20,7 +20,7 @@ from typing import Any
 from scheduler import preemption
 from scheduler.config import Policy, PolicyConfig
 from scheduler.decisions import Admission, Preemption, Reason, ReasonCode
-from scheduler.explain import capacity_reason, cordoned, pods_in
+from scheduler.explain import capacity_reason, cordoned, fits_ignoring_holds, pods_in
 from scheduler.ledger import Ledger
 from scheduler.model import JobId, JobRequest, Placement, RunningJob, Snapshot
 from scheduler.placement import find_placement
@@ -57,9 +57,14 @@ class Cycle:
         self.lowest_preemptible: dict[tuple[str, str], int] = {}
         self.misfits: dict[tuple[str, int, int], tuple[int, float]] = {}
         self.single_misfit: dict[str, tuple[int, int, float]] = {}
-        self.refused: dict[tuple[str, str, int, int], int] = {}
+        self.held_fits: dict[tuple[str, int, int], tuple[int, bool]] = {}
+        self.refused: dict[tuple[str, str, int, int], tuple[int, float]] = {}
         self.preempt_failed: dict[tuple[str, str], int] = {}
         self.visited: list[JobRequest] = []
+        """Jobs left waiting, in the order the policy took them (estimates follow it)."""
+        self.visit_keys: list[tuple[Any, ...]] = []
+        self.key: tuple[Any, ...] = ()
+        self.deferred: list[tuple[tuple[Any, ...], JobRequest]] = []
         self.reasons: dict[JobId, Reason] = {}
         self.admissions: list[Admission] = []
         self.preemptions: list[Preemption] = []
@@ -73,7 +78,6 @@ class Cycle:
         streams = self.queue.sorted_streams()
         orders = [stream.in_order(cutoff) for stream in streams]
         positions = [0] * len(streams)
-        exhausted = [False] * len(streams)
         version = self.ledger.version
         heap = [(self._key(o[0], cutoff), i, version(o[0].team)) for i, o in enumerate(orders)]
         heapq.heapify(heap)
@@ -86,17 +90,56 @@ class Cycle:
                 if fresh != key:
                     heapq.heappush(heap, (fresh, i, version(job.team)))
                     continue
+            self.key = key
+            if self._stalled(job):
+                position = self._skip_stalled(order, position, cutoff)
+                positions[i] = position
+                if position < len(order):
+                    following = order[position]
+                    heapq.heappush(heap, (self._key(following, cutoff), i, version(following.team)))
+                continue
             positions[i] = position + 1
-            if exhausted[i] or self._stalled(job):
-                self._explain_only(job)
-            elif not self._consider(job) and self._exhausted(streams[i]):
-                if not self.explain:
-                    continue
-                exhausted[i] = True
+            if not self._consider(job) and self._exhausted(streams[i]):
+                if self.explain:
+                    self.deferred.extend((self._key(j, cutoff), j) for j in order[position + 1 :])
+                continue
             if position + 1 < len(order):
                 following = order[position + 1]
-                key = self._key(following, cutoff)
-                heapq.heappush(heap, (key, i, version(following.team)))
+                heapq.heappush(heap, (self._key(following, cutoff), i, version(following.team)))
+        if self.deferred:
+            self._explain_deferred()
+
+    def _skip_stalled(self, order: list[JobRequest], position: int, cutoff: float | None) -> int:
+        """Pass over the run of stalled jobs from `position`; returns the next one to try."""
+        while position < len(order) and self._stalled(order[position]):
+            if self.explain:
+                self.deferred.append((self._key(order[position], cutoff), order[position]))
+            position += 1
+        return position
+
+    def _explain_deferred(self) -> None:
+        """Explain the rest of exhausted streams, merged into the visit order by policy key.
+
+        Nothing about them can change this cycle, so their keys are fixed and one sort replaces
+        a heap step per job; the order only matters to the estimates, which run in it.
+        """
+        deferred = sorted(self.deferred)  # keys end with the job id: no ties
+        visited, keys = self.visited, self.visit_keys
+        self.visited, self.visit_keys, self.ahead = [], [], {}
+        index = 0
+        for key, job in deferred:
+            while index < len(visited) and keys[index] <= key:
+                self._revisit(visited[index], keys[index])
+                index += 1
+            self.key = key
+            self._explain_only(job)
+        for position in range(index, len(visited)):
+            self._revisit(visited[position], keys[position])
+
+    def _revisit(self, job: JobRequest, key: tuple[Any, ...]) -> None:
+        self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
+        self.visited.append(job)
+        self.visit_keys.append(key)
 
     def _key(self, head: JobRequest, cutoff: float | None) -> tuple[Any, ...]:
         aged = 0 if cutoff is not None and head.submit_time <= cutoff else 1
@@ -152,7 +195,8 @@ class Cycle:
         if outcome is True:
             return True
         if quota is None:
-            self.refused[(job.team, gpu_type, job.nodes, job.gpus_per_node)] = pool.version
+            end = self.now + job.runtime_limit_s
+            self.refused[(job.team, gpu_type, job.nodes, job.gpus_per_node)] = (pool.gains, end)
         if isinstance(outcome, Reason):
             self._wait(job, outcome)
         elif quota is not None:
@@ -162,16 +206,20 @@ class Cycle:
         return False
 
     def _stalled(self, job: JobRequest) -> bool:
-        """Has a job of the same team and shape been refused with the pool as it is now?
-
-        Then this one is not tried (no placement, preemption or reservation) until something
-        changes: one attempt per team, GPU type and shape per pool state keeps cycles linear.
+        """Was a job of the same team and shape, running no longer, refused since GPUs last
+        came back? Then this one is not tried either (no placement, preemption or reservation):
+        one attempt per team, GPU type and shape keeps cycles linear in the queue length.
         """
         pool = self.pools.get(job.gpu_type)
         if pool is None:
             return False
         shape = (job.team, job.gpu_type, job.nodes, job.gpus_per_node)
-        return self.refused.get(shape) == pool.version
+        refused = self.refused.get(shape)
+        return (
+            refused is not None
+            and refused[0] == pool.gains
+            and refused[1] <= self.now + job.runtime_limit_s
+        )
 
     def _explain_only(self, job: JobRequest) -> None:
         """A job of a stream where nothing can start: its reason, with no side effects."""
@@ -188,6 +236,7 @@ class Cycle:
     def _wait(self, job: JobRequest, reason: Reason) -> None:
         if self.explain:
             self.visited.append(job)
+            self.visit_keys.append(self.key)
             self.reasons[job.id] = reason
 
     def _place_now(self, job: JobRequest, pool: NodePool) -> Placement | None:
@@ -265,7 +314,12 @@ class Cycle:
         if start_pods is None:
             start_pods = pods_in(self.start_counts[job.gpu_type], job.gpus_per_node)
             self.start_pods[key] = start_pods
-        return capacity_reason(job, pool, start_pods, self.ahead[job.gpu_type] - 1, self.now)
+        shape = (job.gpu_type, job.nodes, job.gpus_per_node)
+        known = self.held_fits.get(shape)
+        if known is None or known[0] != pool.version:
+            known = self.held_fits[shape] = (pool.version, fits_ignoring_holds(job, pool))
+        ahead = self.ahead[job.gpu_type] - 1
+        return capacity_reason(job, pool, start_pods, ahead, self.now, known[1])
 
     def _reserve(
         self, job: JobRequest, pool: NodePool, found: tuple[float, Placement] | None = None

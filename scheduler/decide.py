@@ -47,17 +47,22 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     pending: dict[JobId, Pending] = {}
-    releases = Releases(cycle.holdings())
+    releases: Releases | None = None
+    reasons, now = cycle.reasons, cycle.now
     for job in cycle.visited:
-        reason = cycle.reasons[job.id]
-        if reason.code in _OWN_HOLDINGS:
-            pending[job.id] = _waiting_for_own(cycle.now, job, reason, releases)
-        elif job.id in latest:
-            floor = bounds[job.gpu_type].earliest(job.gpus, cycle.now)
-            best_guess = expected.get(job.id, latest[job.id])
-            pending[job.id] = _pending_entry(reason, floor, best_guess, latest[job.id])
+        job_id = job.id
+        reason = reasons[job_id]
+        last = latest.get(job_id)
+        if last is not None:
+            guess = min(expected.get(job_id, last) or last, last)
+            floor = bounds[job.gpu_type].earliest(job.nodes * job.gpus_per_node, now)
+            earliest = guess if floor is None else min(floor, guess)
+            pending[job_id] = Pending(reason, guess, (earliest, last))
+        elif reason.code in _OWN_HOLDINGS:
+            releases = releases or Releases(cycle.holdings())
+            pending[job_id] = _waiting_for_own(now, job, reason, releases)
         else:
-            pending[job.id] = Pending(reason, None, None)
+            pending[job_id] = Pending(reason, None, None)
     return pending
 
 
@@ -92,16 +97,6 @@ def _lower_bound(cycle: Cycle, gpu_type: str) -> LowerBound:
         for end, _, placement in cycle.ends(gpu_type, RunningJob.end_expected)
     ]
     return LowerBound(pool.free_total + pool.held_total, ends)
-
-
-def _pending_entry(
-    reason: Reason, floor: float | None, expected: float | None, latest: float | None
-) -> Pending:
-    if latest is None:
-        return Pending(reason, None, None)
-    estimate = latest if expected is None else min(expected, latest)
-    earliest = estimate if floor is None else min(floor, estimate)
-    return Pending(reason, estimate, (earliest, latest))
 
 
 def _waiting_for_own(now: float, job: JobRequest, reason: Reason, releases: Releases) -> Pending:

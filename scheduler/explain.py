@@ -27,11 +27,12 @@ def cordoned(job: JobRequest, unschedulable: int) -> Reason:
 
 
 def capacity_reason(
-    job: JobRequest, pool: NodePool, start_pods: int, jobs_ahead: int, now: float
+    job: JobRequest, pool: NodePool, start_pods: int, jobs_ahead: int, now: float, held_fit: bool
 ) -> Reason:
-    """`start_pods`: pods of the job's size that fit at the start of the cycle."""
+    """`start_pods`: pods of the job's size that fit at the start of the cycle; `held_fit`:
+    whether it would fit now if reservations held nothing (see `fits_ignoring_holds`)."""
     end = now + job.runtime_limit_s
-    if pool.held_total and _fits_ignoring_holds(job, pool):
+    if held_fit:
         hold = pool.first_blocking_hold(end)
         if hold is not None:
             figures: dict[str, Figure] = {"blocked_job": hold.job_id, "reserved_start": hold.start}
@@ -59,5 +60,7 @@ def shape_reason(job: JobRequest, pool: NodePool) -> Reason:
     return Reason(ReasonCode.NO_CAPACITY, figures)
 
 
-def _fits_ignoring_holds(job: JobRequest, pool: NodePool) -> bool:
+def fits_ignoring_holds(job: JobRequest, pool: NodePool) -> bool:
+    if not pool.held_total:
+        return False
     return find_placement(pool, job.nodes, job.gpus_per_node, pool.held_by_node()) is not None

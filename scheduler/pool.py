@@ -45,6 +45,9 @@ class NodePool:
         """Pods per size, valid until the next change (many questions, few changes)."""
         self.version = 0
         """Bumped on every change, so callers can cache answers about the pool."""
+        self.gains = 0
+        """Bumped when GPUs come back: until then, what did not fit will not fit (taking GPUs
+        or holding them for a reservation only ever removes room)."""
         self._held_cache: tuple[int, dict[str, int], Hold | None] = (-1, {}, None)
         self.holds: dict[str, list[Hold]] = {}
         self.held_total = 0
@@ -69,6 +72,7 @@ class NodePool:
         clone.free_total = self.free_total
         clone._pods = {}
         clone.version = 0
+        clone.gains = 0
         clone._held_cache = (-1, {}, None)
         clone.holds = {}
         clone.held_total = 0
@@ -97,6 +101,7 @@ class NodePool:
             self.set_free(node, max(0, self.free[node] - gpus))
 
     def give(self, placement: Placement) -> None:
+        self.gains += 1
         for node, gpus in placement:
             if node in self.free:
                 self.set_free(node, min(self.total[node], self.free[node] + gpus))
