@@ -58,7 +58,8 @@ class Cycle:
         self.misfits: dict[tuple[str, int, int], tuple[int, float]] = {}
         self.single_misfit: dict[str, tuple[int, int, float]] = {}
         self.held_fits: dict[tuple[str, int, int], tuple[int, bool]] = {}
-        self.refused: dict[tuple[str, str, int, int], tuple[int, float]] = {}
+        self.refused: dict[tuple[str, str, int, int], tuple[int, float, float]] = {}
+        """(team, type, nodes, gpus_per_node) -> (pool gains, end, latest hold) of a refusal."""
         self.preempt_failed: dict[tuple[str, str], int] = {}
         self.visited: list[JobRequest] = []
         """Jobs left waiting, in the order the policy took them (estimates follow it)."""
@@ -196,7 +197,8 @@ class Cycle:
             return True
         if quota is None:
             end = self.now + job.runtime_limit_s
-            self.refused[(job.team, gpu_type, job.nodes, job.gpus_per_node)] = (pool.gains, end)
+            shape = (job.team, gpu_type, job.nodes, job.gpus_per_node)
+            self.refused[shape] = (pool.gains, end, pool.latest_hold)
         if isinstance(outcome, Reason):
             self._wait(job, outcome)
         elif quota is not None:
@@ -215,11 +217,12 @@ class Cycle:
             return False
         shape = (job.team, job.gpu_type, job.nodes, job.gpus_per_node)
         refused = self.refused.get(shape)
-        return (
-            refused is not None
-            and refused[0] == pool.gains
-            and refused[1] <= self.now + job.runtime_limit_s
-        )
+        if refused is None or refused[0] != pool.gains:
+            return False
+        # Running at least as long, or past every reservation's start (so no held GPU could be
+        # lent to it either), it has no more room than the refused job had.
+        end = self.now + job.runtime_limit_s
+        return end >= refused[1] or end > refused[2]
 
     def _explain_only(self, job: JobRequest) -> None:
         """A job of a stream where nothing can start: its reason, with no side effects."""
