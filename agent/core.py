@@ -1,0 +1,143 @@
+"""The node agent: sample every GPU each interval, report Xids at once, never lose a batch."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pynvml
+
+from agent import fields
+from agent.gpm import SmActivity
+from agent.nvml import use_library_in_this_thread
+from agent.outbox import Backoff, Outbox
+from agent.sampler import read_gpu
+from agent.transport import Transport, TransportError
+from agent.xid import XidWatcher
+
+log = logging.getLogger(__name__)
+DEFAULT_INTERVAL = 5.0
+BUFFER_SECONDS = 3600  # an hour of outage at any interval; the portal keeps minutes anyway
+IDLE_WAIT = 0.25  # how long the loop sleeps at most, so a stop or an Xid is noticed quickly
+
+
+class Agent:
+    """One node's agent; `run(stop)` loops, `sample_once()` and `flush()` are its two steps."""
+
+    def __init__(
+        self,
+        node: str,
+        transport: Transport,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        library: object | None = None,
+        clock: Callable[[], float] = time.time,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.node, self.interval = node, interval
+        self.outbox = Outbox(node, interval, max_batches=max(1, int(BUFFER_SECONDS / interval)))
+        self._transport = transport
+        self._library = library
+        self._clock = clock
+        self._backoff = backoff or Backoff(initial=1.0, maximum=60.0)
+        self._retry_at = 0.0
+        self._wake = threading.Event()
+        self._sm = SmActivity()
+        self._uuids: dict[int, str] = {}
+        self._last_xid: dict[int, int] = {}
+
+    # --- lifetime ---------------------------------------------------------------------------
+    def open(self) -> None:
+        """Bind this thread to the node's library (when given) and initialise NVML."""
+        if self._library is not None:
+            use_library_in_this_thread(self._library)
+        pynvml.nvmlInit()
+
+    def close(self) -> None:
+        pynvml.nvmlShutdown()
+
+    def run(self, stop: threading.Event) -> None:
+        self.open()
+        watcher = threading.Thread(
+            target=self._watch_xids, args=(stop,), name=f"xid-{self.node}", daemon=True
+        )
+        watcher.start()
+        try:
+            self._loop(stop)
+        finally:
+            watcher.join(timeout=5)
+            self.close()
+
+    def _loop(self, stop: threading.Event) -> None:
+        next_sample = self._clock()
+        while not stop.is_set():
+            now = self._clock()
+            if now >= next_sample:
+                self.sample_once()
+                next_sample = max(next_sample + self.interval, now)
+            self.flush()
+            self._wake.wait(min(IDLE_WAIT, max(0.0, next_sample - self._clock())))
+            self._wake.clear()
+        self.flush()  # a last try, so a clean stop leaves nothing behind that could go out
+
+    # --- the two steps ----------------------------------------------------------------------
+    def sample_once(self) -> list[dict[str, Any]]:
+        """Read every GPU now and queue the readings; return them."""
+        at = round(self._clock(), 3)
+        gpus = [self._sample_gpu(index, at) for index in range(pynvml.nvmlDeviceGetCount())]
+        self.outbox.add_samples(gpus)
+        return gpus
+
+    def flush(self) -> int:
+        """Send what waits unless backing off; return the GPU samples the portal accepted."""
+        if self._clock() < self._retry_at or not self.outbox.pending():
+            return 0
+        try:
+            sent = self.outbox.send(self._transport)
+        except TransportError as exc:
+            delay = self._backoff.failed()
+            self._retry_at = self._clock() + delay
+            log.warning(
+                "portal unreachable (%s); %d batches wait, retry in %.1fs",
+                exc,
+                self.outbox.pending(),
+                delay,
+            )
+            return 0
+        self._backoff.succeeded()
+        return sent
+
+    def _sample_gpu(self, index: int, at: float) -> dict[str, Any]:
+        sample: dict[str, Any] = {"index": index, "at": at}
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except pynvml.NVMLError:
+            return sample  # fallen off the bus: the Xid already told the portal why
+        if index not in self._uuids:
+            self._uuids[index] = pynvml.nvmlDeviceGetUUID(handle)
+        sample["uuid"] = self._uuids[index]
+        sample.update(read_gpu(handle))
+        sm_active = self._sm.read(index, handle)
+        if sm_active is not None:
+            sample[fields.SM_ACTIVE] = sm_active
+        if index in self._last_xid:
+            sample[fields.XID_ERRORS] = self._last_xid[index]
+        return sample
+
+    # --- Xid events -------------------------------------------------------------------------
+    def _watch_xids(self, stop: threading.Event) -> None:
+        if self._library is not None:
+            use_library_in_this_thread(self._library)
+        try:
+            XidWatcher(self.record_xid).watch(stop)
+        except pynvml.NVMLError as exc:
+            log.error("no Xid events on %s: %s", self.node, exc)
+
+    def record_xid(self, index: int, xid: int) -> None:
+        """Queue an Xid and wake the loop, so it goes out now rather than at the next sample."""
+        self._last_xid[index] = xid
+        self.outbox.add_xid({"index": index, "xid": xid, "at": round(self._clock(), 3)})
+        self._wake.set()

@@ -1,0 +1,99 @@
+"""Batches waiting to be sent: bounded, oldest dropped first, merged into few posts."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import deque
+from typing import Any
+
+from agent.transport import Transport, TransportError
+
+log = logging.getLogger(__name__)
+MAX_SAMPLES_PER_POST = 2000
+
+
+class Backoff:
+    """Doubling delay with jitter: agents that lost the portal together do not return together."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial, self.maximum = initial, maximum
+        self.delay = 0.0
+
+    def failed(self) -> float:
+        self.delay = min(self.maximum, self.delay * 2 or self.initial)
+        return self.delay * random.uniform(0.8, 1.2)
+
+    def succeeded(self) -> None:
+        self.delay = 0.0
+
+
+class Outbox:
+    """Samples and Xid events not yet accepted by the portal."""
+
+    def __init__(self, node: str, interval: float, max_batches: int) -> None:
+        self.node, self.interval = node, interval
+        # Entries carry a sequence number, so what was sent is forgotten exactly, even when
+        # the full deque dropped its oldest entries while the post was on its way.
+        self._samples: deque[tuple[int, list[dict[str, Any]]]] = deque(maxlen=max_batches)
+        self._xids: deque[tuple[int, dict[str, Any]]] = deque(maxlen=1000)
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.dropped = 0
+
+    def add_samples(self, gpus: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if len(self._samples) == self._samples.maxlen:
+                self.dropped += len(self._samples[0][1])
+            self._seq += 1
+            self._samples.append((self._seq, gpus))
+
+    def add_xid(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._seq += 1
+            self._xids.append((self._seq, event))
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._samples) + len(self._xids)
+
+    def send(self, transport: Transport) -> int:
+        """Send what waits, oldest first, until empty; return the GPU samples delivered."""
+        delivered = 0
+        while True:
+            batch, last_seq = self._next_post()
+            if last_seq == (0, 0):
+                return delivered
+            try:
+                transport.post(batch)
+            except TransportError as exc:
+                if exc.retry:
+                    raise
+                log.error("portal refused a batch, dropping it: %s", exc)
+            self._forget(last_seq)
+            delivered += len(batch["gpus"])
+
+    def _next_post(self) -> tuple[dict[str, Any], tuple[int, int]]:
+        """The oldest waiting samples (up to a post's worth), every waiting Xid, and the last
+        sequence number taken of each (0 for none)."""
+        with self._lock:
+            xids = [event for _, event in self._xids]
+            last_xid = self._xids[-1][0] if self._xids else 0
+            gpus: list[dict[str, Any]] = []
+            last_sample = 0
+            for seq, sample in self._samples:
+                if gpus and len(gpus) + len(sample) > MAX_SAMPLES_PER_POST:
+                    break
+                gpus += sample
+                last_sample = seq
+        body = {"node": self.node, "interval": self.interval, "gpus": gpus, "xids": xids}
+        return body, (last_sample, last_xid)
+
+    def _forget(self, last_seq: tuple[int, int]) -> None:
+        last_sample, last_xid = last_seq
+        with self._lock:
+            while self._samples and self._samples[0][0] <= last_sample:
+                self._samples.popleft()
+            while self._xids and self._xids[0][0] <= last_xid:
+                self._xids.popleft()

@@ -1,0 +1,198 @@
+"""The agent against kubesim's fake NVML, read through the real pynvml."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from agent import fields as f
+from agent.core import Agent
+from agent.embedded import run_agents
+from agent.outbox import Backoff
+from agent.transport import TransportError
+from kubesim import KubeSim
+from tests.kubesim.conftest import pod_manifest, wait_for
+
+NODE = "h100-a-1"
+OTHER = "a100-c-1"
+
+
+class Recorder:
+    """A portal that accepts everything, or refuses while `down`."""
+
+    def __init__(self) -> None:
+        self.batches: list[dict[str, Any]] = []
+        self.down = False
+
+    def post(self, batch: dict[str, Any]) -> None:
+        if self.down:
+            raise TransportError("connection refused", retry=True)
+        self.batches.append(json.loads(json.dumps(batch)))
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(speed=40.0) as running:
+        config = client.Configuration()
+        config.host = running.url
+        core = client.CoreV1Api(client.ApiClient(config))
+        core.create_namespace({"metadata": {"name": "agent"}})
+        body = pod_manifest(
+            "busy", gpus=2, runtime=3600, nodeSelector={"kubernetes.io/hostname": NODE}
+        )
+        body["metadata"]["annotations"]["kubesim.io/gpu-util"] = "80"
+        core.create_namespaced_pod("agent", body)
+        wait_for(lambda: core.read_namespaced_pod("busy", "agent").status.phase == "Running")
+        yield running
+
+
+@pytest.fixture
+def agent(sim: KubeSim) -> Iterator[tuple[Agent, Recorder]]:
+    recorder = Recorder()
+    running = Agent(NODE, recorder, interval=5, library=sim.nvml_library(NODE))
+    running.open()
+    try:
+        yield running, recorder
+    finally:
+        running.close()
+        sim.clear_faults(node=NODE)
+
+
+def test_it_reads_every_gpu_with_dcgm_field_names(agent: tuple[Agent, Recorder]) -> None:
+    running, _ = agent
+    gpus = running.sample_once()
+    assert [g["index"] for g in gpus] == list(range(8))
+    busy, idle = gpus[0], gpus[7]
+    assert 70 <= busy[f.GPU_UTIL] <= 90 and idle[f.GPU_UTIL] == 0
+    assert busy[f.FB_TOTAL] == 81559 and 81558 <= busy[f.FB_USED] + busy[f.FB_FREE] <= 81559
+    assert busy[f.FB_USED] > 40000 and idle[f.FB_USED] == 2
+    assert busy[f.GPU_TEMP] > idle[f.GPU_TEMP] >= 30
+    assert busy[f.POWER_USAGE] > 400 and idle[f.POWER_USAGE] == 70.0
+    assert busy[f.TOTAL_ENERGY] > 0
+    assert idle[f.THROTTLE_REASONS] == 1 and busy[f.THROTTLE_REASONS] == 0  # 1: GPU idle
+    assert (busy[f.ECC_SBE], busy[f.ECC_DBE]) == (0, 0)
+    assert (busy[f.REMAP_PENDING], busy[f.REMAP_FAILURE]) == (0, 0)
+    assert (busy[f.NVLINK_UP], busy[f.NVLINK_DOWN]) == (18, 0)
+    assert busy[f.PCIE_RX] > busy[f.PCIE_TX] > 0 and idle[f.PCIE_RX] == 0
+    assert busy["uuid"].startswith("GPU-")
+
+
+def test_fields_a_gpu_does_not_offer_are_absent(agent: tuple[Agent, Recorder]) -> None:
+    running, _ = agent
+    for _ in range(2):  # SM activity is a rate between two GPM samples
+        gpus = running.sample_once()
+    assert all(f.SM_ACTIVE not in g for g in gpus)  # the fake has no GPM, like a pre-Hopper GPU
+    assert all(f.XID_ERRORS not in g for g in gpus)
+
+
+def test_faults_show_in_the_fields(sim: KubeSim, agent: tuple[Agent, Recorder]) -> None:
+    running, _ = agent
+    sim.inject_fault("thermal", NODE, gpu=3)
+    sim.inject_fault("nvlink-down", NODE, gpu=3, link=5)
+    sim.inject_fault("row-remap-pending", NODE, gpu=3)
+    sim.inject_fault("gpu-lost", NODE, gpu=6)
+    gpus = running.sample_once()
+    assert gpus[3][f.THROTTLE_REASONS] & 0x40 and gpus[3][f.GPU_TEMP] >= 87
+    assert (gpus[3][f.NVLINK_UP], gpus[3][f.NVLINK_DOWN]) == (17, 1)
+    assert gpus[3][f.REMAP_PENDING] == 1
+    assert set(gpus[6]) == {"index", "at"}  # off the bus: no readings, and no error
+
+
+def test_xid_is_posted_at_once_through_the_event_wait(sim: KubeSim) -> None:
+    recorder = Recorder()
+    running = Agent(NODE, recorder, interval=60, library=sim.nvml_library(NODE))
+    stop = threading.Event()
+    thread = threading.Thread(target=running.run, args=(stop,))
+    thread.start()
+    try:
+        wait_for(lambda: recorder.batches, what="the first sample")
+        sim.inject_fault("xid", NODE, gpu=2, xid=31)
+        batch = wait_for(lambda: next((b for b in recorder.batches if b["xids"]), None), 5, "xid")
+        assert [(x["index"], x["xid"]) for x in batch["xids"]] == [(2, 31)]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        sim.clear_faults(node=NODE)
+    assert len([b for b in recorder.batches if b["gpus"]]) == 1  # the Xid did not wait 60 s
+
+
+def test_it_buffers_while_the_portal_is_down_and_delivers_everything_after(sim: KubeSim) -> None:
+    now = [1000.0]
+    recorder = Recorder()
+    running = Agent(
+        NODE,
+        recorder,
+        interval=5,
+        library=sim.nvml_library(NODE),
+        clock=lambda: now[0],
+        backoff=Backoff(initial=1, maximum=60),
+    )
+    running.open()
+    try:
+        recorder.down = True
+        for _ in range(10 * 60 // 5):  # ten minutes of outage
+            running.sample_once()
+            running.flush()
+            now[0] += 5
+        assert recorder.batches == [] and running.outbox.dropped == 0
+        recorder.down = False
+        now[0] += 60  # past any backoff
+        delivered = running.flush()
+    finally:
+        running.close()
+    times = [g["at"] for b in recorder.batches for g in b["gpus"] if g["index"] == 0]
+    assert delivered == 120 * 8
+    assert times == [1000.0 + 5 * i for i in range(120)]  # every sample, in order
+    assert running.outbox.pending() == 0
+
+
+def test_the_buffer_is_bounded_and_drops_the_oldest(sim: KubeSim) -> None:
+    recorder = Recorder()
+    recorder.down = True
+    running = Agent(NODE, recorder, interval=1800, library=sim.nvml_library(NODE))
+    running.open()
+    try:
+        for _ in range(3):  # the buffer holds an hour: two batches at 30 min
+            running.sample_once()
+    finally:
+        running.close()
+    assert running.outbox.pending() == 2 and running.outbox.dropped == 8
+
+
+class _Portal(BaseHTTPRequestHandler):
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append((self.headers["Authorization"], body))
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_embedded_agents_read_their_own_node_and_post_with_its_token(sim: KubeSim) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Portal)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stop = threading.Event()
+    libraries = {NODE: sim.nvml_library(NODE), OTHER: sim.nvml_library(OTHER)}
+    url = f"http://127.0.0.1:{server.server_port}"
+    threads = run_agents(libraries, url, lambda node: f"token-of-{node}", stop, interval=0.2)
+    try:
+        wait_for(lambda: {b["node"] for _, b in _Portal.received} == {NODE, OTHER}, what="posts")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        server.shutdown()
+    for auth, body in _Portal.received:
+        assert auth == f"Bearer token-of-{body['node']}"
+        busy = body["node"] == NODE
+        assert (body["gpus"][0][f.GPU_UTIL] > 50) is busy  # each thread read its own node
