@@ -9,7 +9,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from agent import fields as f
 from agent.core import Agent
@@ -17,7 +16,7 @@ from agent.embedded import run_agents
 from agent.outbox import Backoff
 from agent.transport import TransportError
 from kubesim import KubeSim
-from tests.kubesim.conftest import pod_manifest, wait_for
+from tests.kubesim.conftest import wait_for
 
 NODE = "h100-a-1"
 OTHER = "a100-c-1"
@@ -39,16 +38,8 @@ class Recorder:
 @pytest.fixture(scope="module")
 def sim() -> Iterator[KubeSim]:
     with KubeSim(speed=40.0) as running:
-        config = client.Configuration()
-        config.host = running.url
-        core = client.CoreV1Api(client.ApiClient(config))
-        core.create_namespace({"metadata": {"name": "agent"}})
-        body = pod_manifest(
-            "busy", gpus=2, runtime=3600, nodeSelector={"kubernetes.io/hostname": NODE}
-        )
-        body["metadata"]["annotations"]["kubesim.io/gpu-util"] = "80"
-        core.create_namespaced_pod("agent", body)
-        wait_for(lambda: core.read_namespaced_pod("busy", "agent").status.phase == "Running")
+        # Two GPUs busy at 80 %, as the device plugin would hand them to a pod.
+        running.call(lambda: running.sim.gpus[NODE].allocate("busy-pod", 2, 80.0))
         yield running
 
 
