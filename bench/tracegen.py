@@ -24,6 +24,7 @@ import math
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -32,7 +33,7 @@ import yaml
 from bench.replay import load_trace, print_table, replay
 from scheduler import Policy, PolicyConfig
 
-CLUSTER = [
+CLUSTER: list[dict[str, Any]] = [
     {"prefix": "h100", "gpu_type": "h100-80g", "count": 32, "gpus_per_node": 8, "racks": 4},
     {"prefix": "a100", "gpu_type": "a100-40g", "count": 16, "gpus_per_node": 8, "racks": 2},
 ]
