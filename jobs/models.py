@@ -50,6 +50,15 @@ class Job(TenantOwned):
     pending_figures = models.JSONField(default=dict, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
     estimated_start_latest = models.DateTimeField(null=True, blank=True)
+    k8s_name = models.CharField(
+        max_length=63, blank=True, help_text="Name of the batch/v1 Job while one exists."
+    )
+    grace_until = models.DateTimeField(
+        null=True, blank=True, help_text="Set when preempted: the job is stopped at this time."
+    )
+    preempted_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     cloned_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

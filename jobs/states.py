@@ -6,7 +6,7 @@ back to QUEUED (NODE_FAILED may also end in FAILED when no retries are left).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -48,20 +48,36 @@ def can_transition(job: Job, to_state: str) -> bool:
     return to_state in ALLOWED[job.state]
 
 
-def transition(job: Job, to_state: str, reason: str, *, actor: User | None = None) -> JobEvent:
-    """Move `job` to `to_state`, saving it and its JobEvent; the caller holds the transaction."""
+def transition(
+    job: Job, to_state: str, reason: str, *, actor: User | None = None, **changes: Any
+) -> JobEvent:
+    """Move `job` to `to_state` (setting `changes` with it), saving it and its JobEvent.
+
+    The caller holds the transaction.
+    """
     if not can_transition(job, to_state):
         raise IllegalTransition(f"job {job.pk}: {job.state} → {to_state} is not allowed")
     from_state, now = job.state, timezone.now()
     job.state, job.state_reason = to_state, reason[:255]
-    changed = ["state", "state_reason"]
+    for field, value in changes.items():
+        setattr(job, field, value)
+    changed = ["state", "state_reason", *changes]
     stamp = _TIMESTAMP_ON_ENTRY.get(State(to_state))
     if stamp:
         setattr(job, stamp, now)
         changed.append(stamp)
     if to_state == State.QUEUED:
-        job.placement, job.admitted_at, job.started_at = {}, None, None
-        changed += ["placement", "admitted_at", "started_at"]
+        # Back in the queue: nothing of the previous attempt's placement or preemption remains.
+        job.placement, job.admitted_at, job.started_at, job.k8s_name = {}, None, None, ""
+        job.grace_until, job.preempted_for = None, None
+        changed += [
+            "placement",
+            "admitted_at",
+            "started_at",
+            "k8s_name",
+            "grace_until",
+            "preempted_for",
+        ]
     if to_state != State.QUEUED:
         job.pending_code, job.pending_message, job.pending_figures = "", "", {}
         job.estimated_start = job.estimated_start_latest = None

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "jobs",
     "audit",
     "cluster",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
@@ -203,6 +204,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
 }
 
+# One-minute GPU roll-ups older than this are pruned (monitoring.retention.prune_rollups).
+METRICS_RETENTION_DAYS = env_int("METRICS_RETENTION_DAYS", 30)
+
 # Kubernetes namespace of a team: "<prefix>-<slug>".
 NAMESPACE_PREFIX = env_str("NAMESPACE_PREFIX", "gpu")
 API_TOKEN_PREFIX = "gpt"
@@ -224,3 +228,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Controller: how often a job lost with its node is requeued before it is failed.
+JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)

@@ -1,0 +1,72 @@
+"""Node and GPU records kept in step with the cluster's Node objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from cluster.backend import Obj
+from cluster.models import Gpu, Node
+from quotas.models import GpuType
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+RACK_LABELS = ("kubesim.io/rack", "topology.kubernetes.io/zone")
+NVLINK_LABELS = ("kubesim.io/nvlink-domain", "nvidia.com/gpu.clique")
+
+
+def _first(labels: dict[str, str], keys: Iterable[str]) -> str:
+    return next((labels[k] for k in keys if labels.get(k)), "")
+
+
+def node_fields(obj: Obj, gpu_types: dict[str, GpuType]) -> dict[str, Any]:
+    """What the portal keeps of a Kubernetes Node object."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    conditions: list[dict[str, Any]] = status.get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    product = labels.get(PRODUCT_LABEL, "")
+    return {
+        "gpu_type": gpu_types.get(product),
+        "product_label": product,
+        "gpu_capacity": int((status.get("capacity") or {}).get("nvidia.com/gpu", 0)),
+        "gpu_allocatable": int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0)),
+        "labels": labels,
+        "rack": _first(labels, RACK_LABELS),
+        "nvlink_domain": _first(labels, NVLINK_LABELS),
+        "ready": ready.get("status") == "True",
+        "cordoned": bool(spec.get("unschedulable")),
+        "last_heartbeat": parse_datetime(ready.get("lastHeartbeatTime") or "") or None,
+    }
+
+
+def sync_node(obj: Obj, gpu_types: dict[str, GpuType]) -> tuple[Node, bool]:
+    """Upsert one node; returns it and whether its schedulability changed."""
+    fields = node_fields(obj, gpu_types)
+    with transaction.atomic():
+        node = Node.objects.select_for_update().filter(name=obj["metadata"]["name"]).first()
+        before = node.schedulable if node else None
+        if node is None:
+            node = Node(name=obj["metadata"]["name"])
+        for key, value in fields.items():
+            setattr(node, key, value)
+        node.save()
+        have = set(node.gpus.values_list("index", flat=True))
+        Gpu.objects.bulk_create(
+            [Gpu(node=node, index=i) for i in range(node.gpu_capacity) if i not in have]
+        )
+    return node, before != node.schedulable
+
+
+def gpu_types_by_label() -> dict[str, GpuType]:
+    return {t.product_label: t for t in GpuType.objects.all()}
+
+
+def sync_nodes(objects: list[Obj]) -> list[Node]:
+    """Upsert every listed node; nodes no longer listed are marked not ready (kept for history)."""
+    types = gpu_types_by_label()
+    nodes = [sync_node(obj, types)[0] for obj in objects]
+    Node.objects.exclude(name__in=[n.name for n in nodes]).update(ready=False)
+    return nodes

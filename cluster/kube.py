@@ -1,0 +1,207 @@
+"""ClusterBackend on the official `kubernetes` client: the only module that imports it.
+
+Configuration comes from KUBECONFIG (or ~/.kube/config) or, inside a pod, the in-cluster service
+account. Raw JSON is used both ways (dicts in, `raw_object` and `_preload_content=False` out), so
+nothing is converted twice on the hot path of thousands of jobs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from cluster.backend import Expired, Listing, Obj, Unavailable, WatchEvent
+
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig file, the default one, or the in-cluster account."""
+    try:
+        if kubeconfig:
+            return config.new_client_from_config(config_file=kubeconfig)
+        return config.new_client_from_config()
+    except config.ConfigException:
+        config.load_incluster_config()
+        return client.ApiClient()
+
+
+def _unavailable(exc: Exception) -> Unavailable:
+    return Unavailable(f"cluster API: {exc}")
+
+
+class KubernetesBackend:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status is None or exc.status >= 500:
+                raise _unavailable(exc) from exc
+            raise
+        except (OSError, ConnectionError) as exc:  # urllib3 errors derive from these
+            raise _unavailable(exc) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("urllib3"):
+                raise _unavailable(exc) from exc
+            raise
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def _path(self, obj: Obj) -> tuple[str, str]:
+        """The collection URL of an object, and its name."""
+        version, kind = obj["apiVersion"], obj["kind"]
+        base = f"/api/{version}" if "/" not in version else f"/apis/{version}"
+        plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+        plural = plural.replace("policys", "policies")
+        namespace = obj["metadata"].get("namespace")
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        return f"{base}{scope}/{plural}", obj["metadata"]["name"]
+
+    def _raw(
+        self, method: str, path: str, body: Obj | None = None, query: dict[str, str] | None = None
+    ) -> Any:
+        content = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"Accept": "application/json", "Content-Type": content}
+        request = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._call(self.api.call_api, *request)
+        response.read()
+        if response.status >= 400:
+            exc = ApiException(http_resp=response)
+            if response.status >= 500:
+                raise _unavailable(exc)
+            raise exc
+        return json.loads(response.data or b"null")
+
+    def apply(self, obj: Obj) -> None:
+        collection, name = self._path(obj)
+        try:
+            self._raw("POST", collection, obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self._raw("PATCH", f"{collection}/{name}", obj)
+
+    def create_job(self, obj: Obj) -> bool:
+        collection, _ = self._path(obj)
+        try:
+            self._raw("POST", collection, obj)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def delete_job(self, namespace: str, name: str) -> bool:
+        try:
+            self._call(
+                self.batch.delete_namespaced_job,
+                name,
+                namespace,
+                propagation_policy="Background",
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # -- lists and watches ---------------------------------------------------------------------
+
+    _LISTS = {
+        "jobs": "/apis/batch/v1/jobs",
+        "pods": "/api/v1/pods",
+        "nodes": "/api/v1/nodes",
+    }
+
+    def list(self, kind: str, label_selector: str = "") -> Listing:
+        query = {"labelSelector": label_selector} if label_selector else {}
+        body = self._raw("GET", self._LISTS[kind], query=query)
+        return Listing(body.get("items") or [], body["metadata"]["resourceVersion"])
+
+    def _list_function(self, kind: str) -> Any:
+        return {
+            "jobs": self.batch.list_job_for_all_namespaces,
+            "pods": self.core.list_pod_for_all_namespaces,
+            "nodes": self.core.list_node,
+        }[kind]
+
+    def watch(
+        self, kind: str, resource_version: str, label_selector: str = "", timeout_s: int = 60
+    ) -> Iterator[WatchEvent]:
+        stream = watch.Watch().stream(
+            self._list_function(kind),
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout_seconds=timeout_s,
+            allow_watch_bookmarks=True,
+            _request_timeout=timeout_s + 10,
+        )
+        try:
+            for event in stream:
+                raw = event["raw_object"]
+                if event["type"] == "ERROR":
+                    if raw.get("code") == 410:
+                        raise Expired(raw.get("message", "resourceVersion too old"))
+                    raise Unavailable(f"watch error: {raw.get('message')}")
+                yield WatchEvent(event["type"], raw)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(str(exc.reason)) from exc
+            raise _unavailable(exc) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
+                raise _unavailable(exc) from exc
+            raise
+
+    def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
+        response = self._call(
+            self.core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            follow=follow,
+            _preload_content=False,
+        )
+        pending = b""
+        try:
+            for data in response.stream(4096):
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode(errors="replace")
+            if pending:
+                yield pending.decode(errors="replace")
+        finally:
+            response.release_conn()
+
+    def set_unschedulable(self, node: str, unschedulable: bool) -> None:
+        current = self._raw("GET", f"/api/v1/nodes/{node}")
+        taints = [
+            t
+            for t in (current.get("spec") or {}).get("taints") or []
+            if t.get("key") != CORDON_TAINT["key"]
+        ]
+        if unschedulable:
+            taints.append(dict(CORDON_TAINT))
+        self._raw(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"unschedulable": unschedulable or None, "taints": taints or None}},
+        )

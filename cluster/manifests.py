@@ -1,0 +1,188 @@
+"""Kubernetes objects for a team and for an admitted job, as plain dicts (DESIGN.md section 6).
+
+Pure functions of the portal's records, so they are unit-tested without a cluster and the one
+module that imports the Kubernetes client only sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from jobs.models import Job
+from tenants.models import Team
+
+PORTAL = "gpu-portal"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+LABEL_TEAM = "portal.gpu/team"
+LABEL_JOB = "portal.gpu/job-id"
+ANNOTATION_OWNER = "portal.gpu/owner"
+ANNOTATION_ATTEMPT = "portal.gpu/attempt"
+GPU = "nvidia.com/gpu"
+FINISHED_TTL_S = 3600
+RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("enforce", "warn")}
+
+
+def namespace_name(team: Team) -> str:
+    return team.namespace
+
+
+def job_name(job: Job) -> str:
+    """Deterministic, so a retried create meets 409 instead of making a second Job."""
+    return f"job-{job.pk}-{job.attempts}"
+
+
+def priority_class_name(priority: int) -> str:
+    return f"{PORTAL}-p{priority}".replace("-p-", "-m")
+
+
+def _labels(team: Team) -> dict[str, str]:
+    return {LABEL_MANAGED: PORTAL, LABEL_TEAM: team.slug}
+
+
+def team_objects(team: Team, gpu_limit: int) -> list[dict[str, Any]]:
+    """Namespace, ResourceQuota, LimitRange, default-deny NetworkPolicy, quiet service account."""
+    ns, labels = namespace_name(team), _labels(team)
+    meta = {"namespace": ns, "labels": labels}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {**labels, **RESTRICTED}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpu-quota", **meta},
+            "spec": {"hard": {f"requests.{GPU}": str(gpu_limit)}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "defaults", **meta},
+            "spec": {
+                "limits": [
+                    {
+                        "type": "Container",
+                        "defaultRequest": {"cpu": "1", "memory": "4Gi"},
+                        "default": {"cpu": "4", "memory": "16Gi"},
+                    }
+                ]
+            },
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny", **meta},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", **meta},
+            "automountServiceAccountToken": False,
+        },
+    ]
+
+
+def priority_class(priority: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": priority_class_name(priority), "labels": {LABEL_MANAGED: PORTAL}},
+        "value": priority,
+        "globalDefault": False,
+        "description": "GPU portal queue priority",
+    }
+
+
+def _affinity(nodes: list[str], name: str) -> dict[str, Any]:
+    # Pinned to the scheduler's nodes, one pod per node: the gang lands where it was placed.
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": sorted(nodes)}
+                        ]
+                    }
+                ]
+            }
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        },
+    }
+
+
+def _container(job: Job) -> dict[str, Any]:
+    resources = {"cpu": str(job.cpu), "memory": job.memory, GPU: str(job.gpus_per_node)}
+    return {
+        "name": "main",
+        "image": job.image,
+        "command": list(job.command),
+        "args": list(job.args),
+        "env": [{"name": k, "value": v} for k, v in sorted(job.env.items())],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def job_object(job: Job, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """The batch/v1 Job of an admitted portal job (Indexed, one pod per placed node)."""
+    name, nodes = job_name(job), sorted(job.placement)
+    labels = {**_labels(job.team), LABEL_JOB: str(job.pk)}
+    pod_annotations = {ANNOTATION_ATTEMPT: str(job.attempts), **(annotations or {})}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace_name(job.team),
+            "labels": labels,
+            "annotations": {
+                ANNOTATION_OWNER: job.owner.get_username(),
+                ANNOTATION_ATTEMPT: str(job.attempts),
+            },
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": job.nodes,
+            "parallelism": job.nodes,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": job.max_runtime,
+            "ttlSecondsAfterFinished": FINISHED_TTL_S,
+            "template": {
+                "metadata": {"labels": labels, "annotations": pod_annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": priority_class_name(job.queue.priority),
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "affinity": _affinity(nodes, name),
+                    "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [_container(job)],
+                },
+            },
+        },
+    }
+
+
+def namespace_prefix() -> str:
+    return f"{settings.NAMESPACE_PREFIX}-"

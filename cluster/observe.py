@@ -1,0 +1,165 @@
+"""Map what Kubernetes reports about a portal job's Job and Pods onto the job's state.
+
+Each function takes a raw object as the API serves it and moves the portal job accordingly,
+inside a transaction with the job row locked. Events about an older attempt (another Job name)
+or about a job that has already ended change nothing, so replays and duplicates are harmless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from audit.record import record
+from cluster.backend import Obj
+from cluster.manifests import LABEL_JOB
+from jobs.models import TERMINAL_STATES, Job, State
+from jobs.states import transition
+
+HOLDING = (State.ADMITTED, State.RUNNING)
+NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
+
+
+def portal_job_id(obj: Obj) -> int | None:
+    raw = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
+    return int(raw) if raw and raw.isdigit() else None
+
+
+def _locked(job_id: int) -> Job | None:
+    return (
+        Job.unscoped.select_for_update()
+        .select_related("team", "owner", "queue", "gpu_type")
+        .filter(pk=job_id)
+        .first()
+    )
+
+
+def _k8s_job_name(obj: Obj) -> str:
+    if obj.get("kind") == "Job":
+        return str(obj["metadata"]["name"])
+    return str(
+        ((obj.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name", "")
+    )
+
+
+Deletion = tuple[str, str]
+"""(namespace, name) of a Kubernetes Job to delete once the transaction commits."""
+
+
+def requeue_or_fail(job: Job, reason: str) -> Deletion:
+    """NODE_FAILED, then back to the queue while attempts remain; returns the Job to delete."""
+    deletion = (job.team.namespace, job.k8s_name)
+    if job.state != State.NODE_FAILED:
+        transition(job, State.NODE_FAILED, reason)
+    if job.attempts < settings.JOB_MAX_ATTEMPTS:
+        transition(job, State.QUEUED, f"requeued after node failure (attempt {job.attempts})")
+        record("job.requeue", actor=None, team=job.team, target=job, after={"reason": reason})
+    else:
+        transition(job, State.FAILED, f"{reason}; gave up after {job.attempts} attempts")
+    return deletion
+
+
+def _terminated(pod: Obj) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        if "terminated" in state:
+            return dict(state["terminated"])
+    return None
+
+
+def _lost_node(pod: Obj) -> str | None:
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "DisruptionTarget")
+    if status.get("reason") in NODE_LOSS_REASONS:
+        return str(status["reason"])
+    return None
+
+
+def observe_pod(pod: Obj) -> Deletion | None:
+    """Running pod → RUNNING; a pod lost with its node → NODE_FAILED and requeue."""
+    job_id = portal_job_id(pod)
+    if job_id is None:
+        return None
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job is None or job.state not in HOLDING or job.k8s_name != _k8s_job_name(pod):
+            return None
+        node = (pod.get("spec") or {}).get("nodeName", "?")
+        lost = _lost_node(pod)
+        if lost is not None:
+            return requeue_or_fail(
+                job, f"pod {pod['metadata']['name']} lost with node {node} ({lost})"
+            )
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Running", "Succeeded", "Failed") and job.state == State.ADMITTED:
+            transition(job, State.RUNNING, f"pod {pod['metadata']['name']} running on {node}")
+        terminated = _terminated(pod)
+        if terminated is not None and terminated.get("exitCode", 0) != 0 and job.exit_code is None:
+            job.exit_code = int(terminated["exitCode"])
+            job.save(update_fields=["exit_code"])
+        return None
+
+
+def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return dict(condition)
+    return None
+
+
+def observe_job(obj: Obj, pods: list[Obj]) -> Deletion | None:
+    """The Job's Complete or Failed condition ends the portal job, with the reason."""
+    job_id = portal_job_id(obj)
+    complete, failed = _condition(obj, "Complete"), _condition(obj, "Failed")
+    if job_id is None or not (complete or failed):
+        return None
+    with transaction.atomic():
+        job = _locked(job_id)
+        if job is None or job.state in TERMINAL_STATES or job.k8s_name != obj["metadata"]["name"]:
+            return None
+        if job.state not in HOLDING:
+            return None
+        lost = next((reason for pod in pods if (reason := _lost_node(pod))), None)
+        if failed and lost:
+            return requeue_or_fail(job, f"pods lost with their node ({lost})")
+        if job.state == State.ADMITTED:
+            transition(job, State.RUNNING, "pods started")
+        if complete:
+            transition(job, State.SUCCEEDED, "completed", exit_code=0)
+        else:
+            transition(job, State.FAILED, _failure(job, failed or {}, pods))
+        return None
+
+
+def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
+    if condition.get("reason") == "DeadlineExceeded":
+        return f"deadline exceeded: ran past max_runtime of {job.max_runtime} s"
+    codes = sorted({t["exitCode"] for p in pods if (t := _terminated(p)) and t.get("exitCode")})
+    if codes:
+        job.exit_code = codes[0]
+        job.save(update_fields=["exit_code"])
+        return f"exit code {codes[0]}"
+    return f"failed: {condition.get('reason', 'unknown')} {condition.get('message', '')}".strip()
+
+
+def jobs_on_node(node: str) -> list[int]:
+    return [
+        job.pk
+        for job in Job.unscoped.filter(state__in=HOLDING).only("id", "placement")
+        if node in job.placement
+    ]
+
+
+def node_lost(node: str) -> list[Deletion]:
+    """A node went NotReady: its jobs go back to the queue now rather than when pods time out."""
+    deletions = []
+    for job_id in jobs_on_node(node):
+        with transaction.atomic():
+            job = _locked(job_id)
+            if job is not None and job.state in HOLDING and node in job.placement:
+                deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
+    return deletions

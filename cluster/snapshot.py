@@ -1,0 +1,134 @@
+"""Build the scheduler's snapshot from the database: the portal's records are the truth.
+
+Free GPUs per node are the node's allocatable GPUs minus what the portal has placed there
+(admitted and running jobs), so a job admitted a moment ago counts before its pods exist.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+
+from cluster.models import Node
+from jobs.models import Job, State
+from quotas.models import MemberCap, Quota
+from scheduler import (
+    JobRequest,
+    NodeState,
+    PolicyConfig,
+    QuotaInfo,
+    RunningJob,
+    Snapshot,
+    TeamInfo,
+)
+from scheduler import MemberCap as CapInfo
+from tenants.models import Team
+
+HOLDING = (State.ADMITTED, State.RUNNING)
+
+
+def _ts(moment: datetime | None) -> float:
+    return moment.timestamp() if moment else 0.0
+
+
+def _jobs(states: tuple[str, ...]) -> QuerySet[Job]:
+    return (
+        Job.unscoped.filter(state__in=states)
+        .select_related("team", "owner", "queue", "gpu_type")
+        .order_by("id")
+    )
+
+
+def request_of(job: Job) -> JobRequest:
+    return JobRequest(
+        id=job.pk,
+        team=job.team.slug,
+        member=job.owner.get_username(),
+        gpu_type=job.gpu_type.name,
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        submit_time=_ts(job.submitted_at),
+        runtime_limit_s=float(job.max_runtime),
+        priority=job.queue.priority,
+        preemptible=job.queue.preemptible,
+    )
+
+
+def running_of(job: Job) -> RunningJob:
+    return RunningJob(
+        job=request_of(job),
+        start_time=_ts(job.started_at or job.admitted_at),
+        placement=tuple(sorted((node, int(gpus)) for node, gpus in job.placement.items())),
+        grace_until=_ts(job.grace_until) if job.grace_until else None,
+        preempted_for=job.preempted_for_id,
+    )
+
+
+def _nodes(holding: list[Job]) -> tuple[NodeState, ...]:
+    used: dict[str, int] = defaultdict(int)
+    for job in holding:
+        for node, gpus in job.placement.items():
+            used[node] += int(gpus)
+    return tuple(
+        NodeState(
+            name=node.name,
+            gpu_type=node.gpu_type.name,  # type: ignore[union-attr]
+            total_gpus=node.gpu_allocatable,
+            free_gpus=max(0, node.gpu_allocatable - used[node.name]),
+            labels={"rack": node.rack, "nvlink_domain": node.nvlink_domain},
+            cordoned=node.cordoned,
+            ready=node.ready,
+        )
+        for node in Node.objects.filter(gpu_type__isnull=False).select_related("gpu_type")
+    )
+
+
+def past_usage(config: PolicyConfig, now: datetime) -> dict[str, float]:
+    """GPU-seconds per team, each job's share halved every `fair_half_life_s` since it ended."""
+    horizon = now - timedelta(seconds=4 * config.fair_half_life_s)
+    usage: dict[str, float] = defaultdict(float)
+    rows = (
+        Job.unscoped.filter(finished_at__gte=horizon, started_at__isnull=False)
+        .values_list("team__slug", "nodes", "gpus_per_node", "started_at", "finished_at")
+        .iterator(chunk_size=5000)
+    )
+    for team, nodes, gpus, started, finished in rows:
+        assert started is not None and finished is not None  # filtered above
+        age = (now - finished).total_seconds()
+        seconds = (finished - started).total_seconds() * nodes * gpus
+        usage[team] += seconds * math.pow(0.5, age / config.fair_half_life_s)
+    return dict(usage)
+
+
+def build_snapshot(now: datetime, usage: dict[str, float]) -> Snapshot:
+    queued = list(_jobs((State.QUEUED,)))
+    holding = list(_jobs(HOLDING))
+    teams = [
+        TeamInfo(
+            name=t.slug, department=t.parent.slug if t.parent else None, weight=t.fair_share_weight
+        )
+        for t in Team.objects.select_related("parent")
+    ]
+    quotas = [
+        QuotaInfo(
+            team=q.team.slug, gpu_type=q.gpu_type.name, guaranteed=q.guaranteed, limit=q.limit
+        )
+        for q in Quota.unscoped.select_related("team", "gpu_type")
+    ]
+    caps = [
+        CapInfo(team=c.team.slug, member=c.user.get_username(), max_gpus=c.max_gpus)
+        for c in MemberCap.unscoped.select_related("team", "user")
+    ]
+    return Snapshot(
+        now=now.timestamp(),
+        queued=tuple(request_of(job) for job in queued),
+        running=tuple(running_of(job) for job in holding),
+        nodes=_nodes(holding),
+        teams=tuple(teams),
+        quotas=tuple(quotas),
+        member_caps=tuple(caps),
+        past_usage=usage,
+    )
