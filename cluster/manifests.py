@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
 from jobs.models import Job
 from tenants.models import Team
 
@@ -21,6 +19,13 @@ ANNOTATION_OWNER = "portal.gpu/owner"
 ANNOTATION_ATTEMPT = "portal.gpu/attempt"
 GPU = "nvidia.com/gpu"
 FINISHED_TTL_S = 3600
+# Simulation hints: a job's env may carry these for kubesim (the demo's and the tests' cluster),
+# which reads them as pod annotations; a real cluster ignores the annotations.
+SIMULATION_HINTS = {
+    "KUBESIM_RUNTIME_SECONDS": "kubesim.io/runtime-seconds",
+    "KUBESIM_EXIT_CODE": "kubesim.io/exit-code",
+    "KUBESIM_GPU_UTIL": "kubesim.io/gpu-util",
+}
 RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("enforce", "warn")}
 
 
@@ -140,11 +145,12 @@ def _container(job: Job) -> dict[str, Any]:
     }
 
 
-def job_object(job: Job, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def job_object(job: Job) -> dict[str, Any]:
     """The batch/v1 Job of an admitted portal job (Indexed, one pod per placed node)."""
     name, nodes = job_name(job), sorted(job.placement)
     labels = {**_labels(job.team), LABEL_JOB: str(job.pk)}
-    pod_annotations = {ANNOTATION_ATTEMPT: str(job.attempts), **(annotations or {})}
+    hints = {SIMULATION_HINTS[k]: v for k, v in job.env.items() if k in SIMULATION_HINTS}
+    pod_annotations = {ANNOTATION_ATTEMPT: str(job.attempts), **hints}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -182,7 +188,3 @@ def job_object(job: Job, annotations: dict[str, str] | None = None) -> dict[str,
             },
         },
     }
-
-
-def namespace_prefix() -> str:
-    return f"{settings.NAMESPACE_PREFIX}-"

@@ -1,0 +1,376 @@
+"""The controller role: the clock and the brain (DESIGN.md sections 2 and 6).
+
+One loop, one thread for everything that writes the database: it drains what the watchers saw,
+maps it onto job states, and runs a scheduling cycle when something changed (debounced) or the
+periodic fallback is due, then tells Kubernetes. It acts only while it holds the leader lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from audit.record import record
+from cluster import lease
+from cluster.apply import apply_decisions, stop_preempted
+from cluster.backend import ClusterBackend, Obj, Unavailable
+from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
+from cluster.logs import LogFollowers
+from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
+from cluster.observe import (
+    HOLDING,
+    node_lost,
+    observe_job,
+    observe_pod,
+    portal_job_id,
+    requeue_or_fail,
+)
+from cluster.provision import Provisioner
+from cluster.snapshot import build_snapshot, past_usage
+from cluster.watchers import Seen, Watcher
+from jobs.models import Job, State
+from scheduler import PolicyConfig, schedule
+
+log = logging.getLogger(__name__)
+SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
+
+
+@dataclass
+class Timing:
+    debounce_s: float = 0.2
+    cycle_every_s: float = 5.0
+    reconcile_every_s: float = 30.0
+    usage_every_s: float = 60.0
+    renew_every_s: float = 2.0
+
+
+@dataclass
+class Stats:
+    cycles: int = 0
+    admitted: int = 0
+    relists: int = 0
+    strays_deleted: int = 0
+    cycle_seconds: float = 0.0
+    last_reconcile: float = 0.0
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+class Controller:
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        *,
+        identity: str | None = None,
+        config: PolicyConfig | None = None,
+        timing: Timing | None = None,
+    ) -> None:
+        self.backend = backend
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self.config = config or PolicyConfig()
+        self.timing = timing or Timing()
+        self.seen: queue.Queue[Seen] = queue.Queue()
+        self.pods: dict[str, dict[str, Obj]] = defaultdict(dict)
+        self.kube_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube")
+        self.followers = LogFollowers(backend)
+        self.provisioner = Provisioner(backend)
+        self.stats = Stats()
+        self.leading = False
+        self._watch_stop = threading.Event()
+        self._watchers: list[Watcher] = []
+        self._dirty = True
+        self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0}
+        self._queued_marker: tuple[int, int] | None = None
+        self._usage: dict[str, float] = {}
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Lead while holding the lease, stand by otherwise, until `stop` is set."""
+        try:
+            while not stop.is_set():
+                if not self.leading:
+                    if lease.try_acquire(self.identity):
+                        self.start_leading()
+                    else:
+                        stop.wait(1.0)
+                        continue
+                try:
+                    self.step()
+                except Unavailable as exc:
+                    log.warning("cluster API unavailable: %s", exc)
+                    stop.wait(1.0)
+        finally:
+            self.stop_leading(release=True)
+
+    def start_leading(self) -> None:
+        log.info("controller %s leads", self.identity)
+        self.leading = True
+        self._watch_stop = threading.Event()
+        versions = self.reconcile()
+        self._watchers = [
+            Watcher(
+                self.backend,
+                kind,
+                "" if kind == "nodes" else SELECTOR,
+                version,
+                self.seen,
+                self._watch_stop,
+            )
+            for kind, version in versions.items()
+        ]
+        for watcher in self._watchers:
+            watcher.start()
+
+    def stop_leading(self, *, release: bool = False) -> None:
+        self._watch_stop.set()
+        if self.leading and release:
+            lease.release(self.identity)
+        self.leading = False
+
+    def step(self) -> None:
+        """One turn: renew, take in what was seen, schedule if due, finish what is pending."""
+        now = time.monotonic()
+        if now - self._last["renew"] >= self.timing.renew_every_s:
+            if not lease.try_acquire(self.identity):
+                log.warning("controller %s lost the lease; standing by", self.identity)
+                self.stop_leading()
+                return
+            self._last["renew"] = now
+        self._drain(self.timing.debounce_s)
+        self._notice_submissions()
+        if now - self._last["reconcile"] >= self.timing.reconcile_every_s:
+            self.reconcile_jobs(self.backend.list("jobs", SELECTOR).items)
+            self.provisioner.sync()
+            self._last["reconcile"] = now
+        if self._dirty or now - self._last["cycle"] >= self.timing.cycle_every_s:
+            self.cycle()
+        self._expire_grace()
+        self._delete_cancelled()
+
+    # -- taking in what the cluster reports -------------------------------------------------------
+
+    def _drain(self, wait_s: float) -> None:
+        try:
+            first = self.seen.get(timeout=wait_s)
+        except queue.Empty:
+            return
+        batch = [first]
+        while True:
+            try:
+                batch.append(self.seen.get_nowait())
+            except queue.Empty:
+                break
+        for seen in batch:
+            self.stats.counts[f"{seen.kind}.{seen.type}"] += 1
+            if seen.type == "RELIST":
+                self._relisted(seen)
+            elif seen.object is not None:
+                self._event(seen.kind, seen.type, seen.object)
+
+    def _relisted(self, seen: Seen) -> None:
+        self.stats.relists += 1
+        if seen.kind == "nodes":
+            self._nodes(list(seen.items))
+        elif seen.kind == "pods":
+            self.pods.clear()
+            for pod in seen.items:
+                self._event("pods", "MODIFIED", pod)
+        else:
+            self.reconcile_jobs(list(seen.items))
+
+    def _event(self, kind: str, type_: str, obj: Obj) -> None:
+        if kind == "nodes":
+            self._node(obj)
+        elif kind == "pods":
+            self._pod(type_, obj)
+        else:
+            self._delete_all([d] if (d := observe_job(obj, self._pods_of(obj))) else [])
+            self._dirty = True
+
+    def _pods_of(self, job_obj: Obj) -> list[Obj]:
+        return list(self.pods.get(job_obj["metadata"]["name"], {}).values())
+
+    def _pod(self, type_: str, pod: Obj) -> None:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        owner, name = labels.get("batch.kubernetes.io/job-name", ""), pod["metadata"]["name"]
+        if type_ == "DELETED":
+            self.pods[owner].pop(name, None)
+            if not self.pods[owner]:
+                self.pods.pop(owner, None)
+            return
+        self.pods[owner][name] = pod
+        deletion = observe_pod(pod)
+        if deletion:
+            self._delete_all([deletion])
+            self._dirty = True
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Running", "Succeeded", "Failed"):
+            self._follow_log(pod)
+
+    def _follow_log(self, pod: Obj) -> None:
+        job_id = portal_job_id(pod)
+        job = Job.unscoped.select_related("team").filter(pk=job_id).first() if job_id else None
+        if job is not None:
+            self.followers.follow(job, pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+    def _node(self, obj: Obj) -> None:
+        node, changed = sync_node(obj, gpu_types_by_label())
+        if changed:
+            self._dirty = True
+            if not node.ready:
+                self._delete_all(node_lost(node.name))
+
+    def _nodes(self, items: list[Obj]) -> None:
+        for node in sync_nodes(items):
+            if not node.ready:
+                self._delete_all(node_lost(node.name))
+        self._dirty = True
+
+    def _notice_submissions(self) -> None:
+        """Web processes write QUEUED jobs; a changed count or newest id means a cycle is due."""
+        marker = Job.unscoped.filter(state=State.QUEUED).aggregate(n=Count("id"), top=Max("id"))
+        current = (marker["n"], marker["top"] or 0)
+        if current != self._queued_marker:
+            self._queued_marker = current
+            self._dirty = True
+
+    # -- deciding ------------------------------------------------------------------------------
+
+    def cycle(self) -> None:
+        started = time.perf_counter()
+        self._dirty = False
+        self._last["cycle"] = time.monotonic()
+        now = timezone.now()
+        if time.monotonic() - self._last["usage"] >= self.timing.usage_every_s:
+            self._usage = past_usage(self.config, now)
+            self._last["usage"] = time.monotonic()
+        decisions = schedule(build_snapshot(now, self._usage), self.config)
+        if not lease.still_leading(self.identity):
+            self.stop_leading()
+            return
+        applied = apply_decisions(decisions, now)
+        self._delete_all(applied.deletions)
+        for job in applied.admitted:
+            self.kube_pool.submit(self._create, job)
+        self.stats.cycles += 1
+        self.stats.admitted += len(applied.admitted)
+        self.stats.cycle_seconds += time.perf_counter() - started
+
+    def _create(self, job: Job) -> None:
+        try:
+            self.backend.create_job(job_object(job))
+        except Unavailable as exc:
+            log.warning("creating %s: %s (reconciliation retries)", job.k8s_name, exc)
+        except Exception:
+            log.exception("creating %s", job.k8s_name)
+
+    def _delete(self, namespace: str, name: str) -> None:
+        try:
+            self.backend.delete_job(namespace, name)
+        except Exception as exc:
+            log.warning("deleting %s/%s: %s (reconciliation retries)", namespace, name, exc)
+
+    def _delete_all(self, deletions: list[tuple[str, str]]) -> None:
+        for namespace, name in deletions:
+            if name:
+                self.kube_pool.submit(self._delete, namespace, name)
+
+    def _expire_grace(self) -> None:
+        due = Job.unscoped.filter(state__in=HOLDING, grace_until__lte=timezone.now())
+        for job_id in due.values_list("id", flat=True):
+            with transaction.atomic():
+                job = Job.unscoped.select_for_update().select_related("team").get(pk=job_id)
+                if job.state in HOLDING and job.grace_until is not None:
+                    reason = f"preempted for job {job.preempted_for_id} after its grace period"
+                    self._delete_all([stop_preempted(job, reason)])
+                    self._dirty = True
+
+    def _delete_cancelled(self) -> None:
+        cancelled = Job.unscoped.filter(state=State.CANCELLED).exclude(k8s_name="")
+        for job in cancelled.select_related("team"):
+            self._delete_all([(job.team.namespace, job.k8s_name)])
+            Job.unscoped.filter(pk=job.pk).update(k8s_name="")
+            self._dirty = True
+
+    # -- reconciling ---------------------------------------------------------------------------
+
+    def reconcile(self) -> dict[str, str]:
+        """On taking the lead: nodes, namespaces, then jobs and pods as the cluster has them."""
+        self.provisioner.forget()
+        nodes = self.backend.list("nodes")
+        self._nodes(nodes.items)
+        self.provisioner.sync()
+        jobs = self.backend.list("jobs", SELECTOR)
+        pods = self.backend.list("pods", SELECTOR)
+        self.pods.clear()
+        for pod in pods.items:
+            self._pod("MODIFIED", pod)
+        self.reconcile_jobs(jobs.items)
+        for obj in jobs.items:
+            self._event("jobs", "MODIFIED", obj)
+        self._last["reconcile"] = time.monotonic()
+        return {
+            "nodes": nodes.resource_version,
+            "jobs": jobs.resource_version,
+            "pods": pods.resource_version,
+        }
+
+    def reconcile_jobs(self, items: list[Obj]) -> None:
+        """Nothing lost, nothing twice: recreate what the database expects, delete strays."""
+        present = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
+        expected = {
+            (namespace, name)
+            for namespace, name in Job.unscoped.exclude(k8s_name="")
+            .exclude(state=State.CANCELLED)
+            .values_list("team__slug", "k8s_name")
+            .iterator(chunk_size=5000)
+            for namespace in [f"{self._prefix()}{namespace}"]
+        }
+        for key in present.keys() - expected:
+            self._stray(*key)
+        missing = Job.unscoped.filter(state__in=HOLDING).select_related(
+            "team", "owner", "queue", "gpu_type"
+        )
+        for job in missing.iterator(chunk_size=1000):
+            if (job.team.namespace, job.k8s_name) in present:
+                continue
+            if job.state == State.ADMITTED:  # admitted, but the create never got through
+                self.kube_pool.submit(self._create, job)
+            else:
+                self._vanished(job.pk)
+
+    def _vanished(self, job_id: int) -> None:
+        """A running job's Job object is gone from the cluster: run it again from the queue."""
+        with transaction.atomic():
+            job = Job.unscoped.select_for_update().select_related("team").get(pk=job_id)
+            if job.state == State.RUNNING:
+                requeue_or_fail(job, "its Job object vanished from the cluster")
+                self._dirty = True
+
+    def _prefix(self) -> str:
+        from django.conf import settings
+
+        return f"{settings.NAMESPACE_PREFIX}-"
+
+    def _stray(self, namespace: str, name: str) -> None:
+        log.warning("deleting stray Job %s/%s", namespace, name)
+        self._delete(namespace, name)
+        with transaction.atomic():
+            record(
+                "cluster.stray_deleted",
+                actor=None,
+                team=None,
+                target=("batch.job", f"{namespace}/{name}"),
+            )
+        self.stats.strays_deleted += 1

@@ -1,0 +1,28 @@
+"""`manage.py controller`: run the controller role until SIGTERM or Ctrl-C."""
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from cluster.controller import Controller
+from cluster.kube import KubernetesBackend, load_api_client
+from scheduler import Policy, PolicyConfig
+
+
+class Command(BaseCommand):
+    help = "Run the controller: scheduling cycles, watches, reconciliation, log followers."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then in-cluster")
+        parser.add_argument("--policy", choices=[p.value for p in Policy], default="fair")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        backend = KubernetesBackend(load_api_client(options["kubeconfig"]))
+        controller = Controller(backend, config=PolicyConfig(policy=Policy(options["policy"])))
+        self.stdout.write(f"controller {controller.identity} starting")
+        controller.run(stop)

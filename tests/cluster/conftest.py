@@ -1,0 +1,96 @@
+"""A running kubesim, the real Kubernetes client, and a controller driven step by step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.controller import Controller, Timing
+from cluster.kube import KubernetesBackend, load_api_client
+from jobs.actions import submit_job
+from jobs.models import Job
+from jobs.spec import parse_spec
+from kubesim import KubeSim
+from scheduler import PolicyConfig
+from tests.conftest import World, spec
+
+SPEED = 40.0
+FAST = Timing(debounce_s=0.05, cycle_every_s=0.5, reconcile_every_s=2.0, renew_every_s=1.0)
+
+
+@dataclass
+class Cluster:
+    sim: KubeSim
+    backend: KubernetesBackend
+    controller: Controller
+    world: World
+
+    def new_controller(self, **kwargs: Any) -> Controller:
+        return Controller(
+            self.backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0), **kwargs
+        )
+
+    def drive(
+        self,
+        until: Callable[[], bool],
+        *,
+        timeout: float = 30.0,
+        controller: Controller | None = None,
+    ) -> None:
+        """Step the controller until `until()` holds; fail with what it saw if it never does."""
+        controller = controller or self.controller
+        deadline = time.monotonic() + timeout
+        if not controller.leading:
+            assert controller_leads(controller)
+        while time.monotonic() < deadline:
+            controller.step()
+            if until():
+                return
+        raise AssertionError(
+            f"condition not reached in {timeout} s; saw {dict(controller.stats.counts)}"
+        )
+
+    def submit(self, runtime_s: float = 2.0, exit_code: int = 0, **overrides: Any) -> Job:
+        env = {
+            "KUBESIM_RUNTIME_SECONDS": str(runtime_s * SPEED / SPEED),
+            "KUBESIM_EXIT_CODE": str(exit_code),
+            **overrides.pop("env", {}),
+        }
+        owner = overrides.pop("owner", self.world.bob)
+        team = overrides.pop("team_obj", self.world.vision)
+        return submit_job(team, parse_spec(spec(env=env, **overrides)), acting_user=owner)
+
+    def state(self, job: Job) -> str:
+        job.refresh_from_db()
+        return job.state
+
+
+def controller_leads(controller: Controller) -> bool:
+    from cluster import lease
+
+    if lease.try_acquire(controller.identity):
+        controller.start_leading()
+        return True
+    return False
+
+
+@pytest.fixture
+def cluster(transactional_db: None, world: World, tmp_path: Path) -> Iterator[Cluster]:
+    sim = KubeSim(speed=SPEED)
+    sim.start()
+    sim.write_kubeconfig(tmp_path / "kubeconfig")
+    backend = KubernetesBackend(load_api_client(str(tmp_path / "kubeconfig")))
+    controller = Controller(backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0))
+    env = Cluster(sim, backend, controller, world)
+    try:
+        yield env
+    finally:
+        controller.stop_leading(release=True)
+        controller.followers.shutdown()
+        controller.kube_pool.shutdown(wait=True)
+        sim.stop()

@@ -1,0 +1,103 @@
+"""Jobs through the real Kubernetes client against kubesim: from the queue to their end."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.manifests import LABEL_JOB
+from cluster.models import JobLogChunk, Node
+from jobs.models import State
+from tests.cluster.conftest import Cluster
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_provisions_team_namespaces_with_quota_and_policy(cluster: Cluster) -> None:
+    cluster.drive(lambda: Node.objects.count() == 12)
+    core = cluster.backend.core
+    namespace = core.read_namespace("gpu-vision")
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    quota = core.read_namespaced_resource_quota("gpu-quota", "gpu-vision")
+    assert quota.spec.hard == {"requests.nvidia.com/gpu": "32"}
+    assert (
+        core.read_namespaced_service_account(
+            "default", "gpu-vision"
+        ).automount_service_account_token
+        is False
+    )
+    from kubernetes import client
+
+    policies = client.NetworkingV1Api(cluster.backend.api).list_namespaced_network_policy(
+        "gpu-vision"
+    )
+    assert [p.metadata.name for p in policies.items] == ["default-deny"]
+
+
+def test_quota_change_reaches_the_namespace(cluster: Cluster) -> None:
+    from quotas.actions import set_quota
+
+    cluster.drive(lambda: Node.objects.count() == 12)
+    set_quota(
+        cluster.world.vision,
+        cluster.world.h100,
+        guaranteed=8,
+        limit=24,
+        acting_user=cluster.world.admin,
+    )
+    core = cluster.backend.core
+    cluster.drive(
+        lambda: (
+            core.read_namespaced_resource_quota("gpu-quota", "gpu-vision").spec.hard[
+                "requests.nvidia.com/gpu"
+            ]
+            == "24"
+        )
+    )
+
+
+def test_single_node_job_succeeds_with_its_log_kept(cluster: Cluster) -> None:
+    job = cluster.submit(runtime_s=3)
+    cluster.drive(lambda: cluster.state(job) == State.SUCCEEDED)
+    steps = [e.to_state for e in job.events.all()]
+    assert steps == ["QUEUED", "ADMITTED", "RUNNING", "SUCCEEDED"]
+    pods = cluster.backend.list("pods", f"{LABEL_JOB}={job.pk}").items
+    assert [p["metadata"]["namespace"] for p in pods] == ["gpu-vision"]
+    cluster.drive(lambda: JobLogChunk.objects.for_team(job.team).filter(job=job).exists())
+    text = "\n".join(
+        JobLogChunk.objects.for_team(job.team).filter(job=job).values_list("text", flat=True)
+    )
+    assert "step=1 loss=" in text
+
+
+def test_multi_node_job_runs_one_pod_per_node(cluster: Cluster) -> None:
+    job = cluster.submit(runtime_s=3, nodes=2, gpus_per_node=8)
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING)
+    assert len(job.placement) == 2 and set(job.placement.values()) == {8}
+    pods = cluster.backend.list("pods", f"{LABEL_JOB}={job.pk}").items
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(job.placement)
+    cluster.drive(lambda: cluster.state(job) == State.SUCCEEDED)
+
+
+def test_failure_keeps_the_exit_code(cluster: Cluster) -> None:
+    job = cluster.submit(runtime_s=1, exit_code=3)
+    cluster.drive(lambda: cluster.state(job) == State.FAILED)
+    assert job.exit_code == 3 and job.state_reason == "exit code 3"
+
+
+def test_deadline_exceeded_fails_the_job(cluster: Cluster) -> None:
+    job = cluster.submit(runtime_s=500, max_runtime=60)
+    cluster.drive(lambda: cluster.state(job) == State.FAILED, timeout=40)
+    assert job.state_reason == "deadline exceeded: ran past max_runtime of 60 s"
+
+
+def test_cancel_deletes_the_kubernetes_job(cluster: Cluster) -> None:
+    from jobs.actions import cancel_job
+
+    job = cluster.submit(runtime_s=600)
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING)
+    name = job.k8s_name
+    cancel_job(job, acting_user=cluster.world.bob)
+    cluster.drive(
+        lambda: not any(o["metadata"]["name"] == name for o in cluster.backend.list("jobs").items)
+    )
+    assert cluster.state(job) == State.CANCELLED
