@@ -231,3 +231,5 @@ LOGGING = {
 
 # Controller: how often a job lost with its node is requeued before it is failed.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)
+# The cluster: a kubeconfig file; empty means ~/.kube/config, then in-cluster config.
+KUBECONFIG = env_str("KUBECONFIG")

@@ -1,0 +1,42 @@
+"""Node actions: cordon and uncordon, audited with their reason."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from audit.record import record
+from cluster.backend import ClusterBackend
+from cluster.models import Node
+from portal.errors import FieldErrors
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+MAX_REASON = 255
+
+
+def set_cordon(
+    node: Node, cordon: bool, *, reason: str, acting_user: User | None, backend: ClusterBackend
+) -> Node:
+    """Cordon (no new pods) or uncordon a node in the cluster, then record it."""
+    reason = reason.strip()
+    if cordon and not reason:
+        raise FieldErrors({"reason": "is required to cordon a node"})
+    if len(reason) > MAX_REASON:
+        raise FieldErrors({"reason": f"must be at most {MAX_REASON} characters"})
+    backend.set_unschedulable(node.name, cordon)
+    with transaction.atomic():
+        before = {"cordoned": node.cordoned, "reason": node.cordon_reason}
+        node.cordoned, node.cordon_reason = cordon, reason if cordon else ""
+        node.save(update_fields=["cordoned", "cordon_reason", "updated_at"])
+        record(
+            "node.cordon" if cordon else "node.uncordon",
+            actor=acting_user,
+            team=None,
+            target=node,
+            before=before,
+            after={"cordoned": cordon, "reason": reason},
+        )
+    return node

@@ -1,0 +1,44 @@
+"""The admin's node page: inventory, readiness, cordon and uncordon with a reason."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from cluster import connect
+from cluster.actions import set_cordon
+from cluster.backend import Unavailable
+from cluster.models import Node
+from portal.auth import signed_in
+from portal.errors import FieldErrors
+from portal.forms import flash_errors
+
+
+@staff_member_required
+def node_list(request: HttpRequest) -> HttpResponse:
+    nodes = Node.objects.select_related("gpu_type").order_by("rack", "name")
+    return render(request, "cluster/nodes.html", {"nodes": nodes})
+
+
+@staff_member_required
+@require_POST
+def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    cordon = request.POST.get("action") != "uncordon"
+    try:
+        set_cordon(
+            node,
+            cordon,
+            reason=request.POST.get("reason", ""),
+            acting_user=signed_in(request),
+            backend=connect.backend(),
+        )
+        messages.success(request, f"{node.name} {'cordoned' if cordon else 'uncordoned'}.")
+    except FieldErrors as exc:
+        flash_errors(request, exc)
+    except Unavailable as exc:
+        messages.error(request, f"cluster API unavailable: {exc}")
+    return redirect("manage-nodes")
