@@ -1,8 +1,17 @@
-"""Websocket consumers for a job and a team's job list; both refuse outsiders at connect."""
+"""Websocket consumers: a job, a team's jobs, and (monitoring.consumers) the cluster.
+
+Every consumer resolves its groups at connect through an access helper and refuses otherwise:
+4401 for anonymous users, 4404 for what the user may not see (the same answer as a missing
+object), 4403 for a role the user lacks. Messages go out through a `Delivery`, so a slow browser
+never blocks or loses what matters (monitoring/delivery.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -11,49 +20,92 @@ from django.http import Http404
 
 from jobs.access import access_job
 from jobs.streams import job_group, team_group
+from monitoring.delivery import Delivery
+from monitoring.replay import LogReplay
 from tenants.access import access_team
 
 
 class TenantConsumer(AsyncJsonWebsocketConsumer):
-    """Resolves the group at connect through an access helper; no access, no connection."""
+    """Joins the groups `authorised_groups` returns; no access, no connection."""
 
-    group: str | None = None
+    joined: list[str]
+    delivery: Delivery
+    _writer: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        self.joined = []
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
         try:
-            self.group = await database_sync_to_async(self.authorised_group)(user)
-        except (Http404, PermissionDenied):
+            groups = await database_sync_to_async(self.authorised_groups)(user)
+        except Http404:
             await self.close(code=4404)
             return
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        except PermissionDenied:
+            await self.close(code=4403)
+            return
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        self.joined = groups
         await self.accept()
+        self.delivery = self.make_delivery()
+        self._writer = asyncio.create_task(self.write())
 
-    def authorised_group(self, user: Any) -> str:
+    def authorised_groups(self, user: Any) -> list[str]:
         raise NotImplementedError
 
-    async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    def make_delivery(self) -> Delivery:
+        return Delivery(self.send_json)
 
-    async def job_status(self, message: dict[str, Any]) -> None:
-        await self.send_json(message)
+    async def write(self) -> None:
+        await self.delivery.run()
+
+    async def disconnect(self, code: int) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def enqueue(self, message: dict[str, Any]) -> None:
+        self.delivery.put(message)
+
+    # The handler of each message type in jobs/streams.py; all go through the delivery.
+    job_status = job_log = job_metrics = team_usage = cluster_gpus = cluster_xid = enqueue
+
+    def query_param(self, name: str) -> str | None:
+        values = parse_qs(self.scope.get("query_string", b"").decode()).get(name)
+        return values[0] if values else None
 
 
 class JobConsumer(TenantConsumer):
-    """`/ws/jobs/<id>/`: the job's status changes."""
+    """`/ws/jobs/<id>/[?after=<chunk id>]`: the job's status, log chunks and GPU metrics.
 
-    def authorised_group(self, user: Any) -> str:
+    With `after`, every persisted chunk past it is replayed first (a reconnecting browser sends
+    the last chunk id it saw); without, the last few chunks are.
+    """
+
+    replay: LogReplay
+
+    def authorised_groups(self, user: Any) -> list[str]:
         job = access_job(user, self.scope["url_route"]["kwargs"]["job_id"])
-        return job_group(job.team_id, job.pk)
+        self.replay = LogReplay(job, self.query_param("after"))
+        return [job_group(job.team_id, job.pk)]
+
+    def make_delivery(self) -> Delivery:
+        return Delivery(self.send_json, self.replay.fill_gap)
+
+    async def write(self) -> None:
+        await self.replay.run(self.delivery)
+        await self.delivery.run()
 
 
 class TeamJobsConsumer(TenantConsumer):
-    """`/ws/teams/<slug>/`: status changes of every job of the team."""
+    """`/ws/teams/<slug>/`: state changes of every job of the team, and its GPUs against quota."""
 
-    def authorised_group(self, user: Any) -> str:
+    def authorised_groups(self, user: Any) -> list[str]:
         team = access_team(user, self.scope["url_route"]["kwargs"]["team_slug"])
-        return team_group(team.pk)
+        return [team_group(team.pk)]

@@ -1,28 +1,121 @@
-"""Typed messages pushed to websocket groups, and the group names (which carry the team).
+"""Everything pushed to websockets: the group names (which carry the team) and typed messages.
 
-Groups: `team.<team_id>.jobs` (every job of a team) and `team.<team_id>.job.<job_id>` (one job).
+Groups
+- `team.<team_id>.jobs`: every job of a team (job.status, team.usage).
+- `team.<team_id>.job.<job_id>`: one job (job.status, job.log, job.metrics).
+- `cluster.nodes`: every node and GPU, for platform admins (cluster.gpus, cluster.xid).
+
+A message's `type` names the consumer handler (`job.status` -> `job_status`) and is kept when
+forwarded to the browser, so the browser dispatches on the same names.
+
+Delivery: status and usage are snapshots (the newest wins); metrics are coalesced per GPU
+(drop-oldest for a slow browser); log chunks are never dropped: the consumer fills any gap from
+the persisted `JobLogChunk` rows, so a lost or late message costs a query, not a line.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from jobs.models import Job
+from tenants.models import Team
+
+CLUSTER_GROUP = "cluster.nodes"
 
 
 class JobStatusMessage(TypedDict):
-    """Sent when a job changes state."""
+    """Sent when a job changes state; carries what the team's job list shows of it."""
 
     type: Literal["job.status"]
     job_id: int
     name: str
+    owner: str
     state: str
     reason: str
     at: str
+    gpus: int
+    gpu_type: str
+    queue: str
+    queue_priority: int
+    submitted_at: str
+    pending_code: str
+    pending_message: str
+    estimated_start: str | None  # ISO 8601, for waiting jobs the scheduler could estimate
+
+
+class UsageRowPayload(TypedDict):
+    gpu_type: str
+    used: int
+    guaranteed: int
+    limit: int
+
+
+class TeamUsageMessage(TypedDict):
+    """Sent to a team's group after its jobs change state: GPUs held against quota, per type."""
+
+    type: Literal["team.usage"]
+    team: str
+    rows: list[UsageRowPayload]
+
+
+class JobLogMessage(TypedDict):
+    """One persisted log chunk of one pod: `lines` are numbered from `first_line`."""
+
+    type: Literal["job.log"]
+    job_id: int
+    chunk_id: int
+    pod: str
+    seq: int
+    first_line: int
+    lines: list[str]
+
+
+class GpuReading(TypedDict):
+    """The latest sample of one GPU, in the portal's short names (null: not offered)."""
+
+    node: str
+    index: int
+    at: float  # Unix time the agent read it
+    util: float | None  # percent
+    sm_active: float | None  # ratio 0..1 (GPM, Hopper and later)
+    fb_used: float | None  # MiB
+    fb_total: float | None  # MiB
+    temp: float | None  # °C
+    power: float | None  # W
+    job_id: int | None
+
+
+class JobMetricsMessage(TypedDict):
+    """The newest readings of a job's GPUs on one node."""
+
+    type: Literal["job.metrics"]
+    job_id: int
+    gpus: list[GpuReading]
+
+
+class ClusterGpusMessage(TypedDict):
+    """The newest readings of every GPU of one node (admins)."""
+
+    type: Literal["cluster.gpus"]
+    node: str
+    gpus: list[GpuReading]
+
+
+class XidMessage(TypedDict):
+    """An Xid a GPU reported; `fatal` ones mark it unhealthy (admins)."""
+
+    type: Literal["cluster.xid"]
+    node: str
+    index: int
+    xid: int
+    fatal: bool
+    at: float
 
 
 def team_group(team_id: int) -> str:
@@ -33,26 +126,98 @@ def job_group(team_id: int, job_id: int) -> str:
     return f"team.{team_id}.job.{job_id}"
 
 
-def status_message(job: Job, at: str) -> JobStatusMessage:
+Outgoing = Sequence[tuple[str, Any]]
+
+
+async def _send_all(messages: Outgoing) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        await asyncio.gather(*(layer.group_send(group, dict(msg)) for group, msg in messages))
+
+
+def send_on_commit(messages: Outgoing) -> None:
+    """Group-send each (group, message) after the transaction commits, all in one hop."""
+    if messages:
+        transaction.on_commit(lambda: async_to_sync(_send_all)(messages))
+
+
+def _changing_fields(job: Job) -> dict[str, Any]:
+    """What a transition changes, read at once (the job may move on in the same transaction)."""
     return {
+        "state": job.state,
+        "reason": job.state_reason,
+        "pending_code": job.pending_code,
+        "pending_message": job.pending_message,
+        "estimated_start": job.estimated_start.isoformat() if job.estimated_start else None,
+    }
+
+
+def status_message(job: Job, at: str, changing: dict[str, Any] | None = None) -> JobStatusMessage:
+    message: JobStatusMessage = {
         "type": "job.status",
         "job_id": job.pk,
         "name": job.name,
-        "state": job.state,
-        "reason": job.state_reason,
+        "owner": job.owner.get_username(),
         "at": at,
+        "gpus": job.total_gpus,
+        "gpu_type": job.gpu_type.name,
+        "queue": job.queue.name,
+        "queue_priority": job.queue.priority,
+        "submitted_at": job.submitted_at.isoformat(),
+        **_changing_fields(job),  # type: ignore[typeddict-item]
+    }
+    message.update(changing or {})  # type: ignore[typeddict-item]
+    return message
+
+
+def usage_message(team: Team) -> TeamUsageMessage:
+    from jobs.usage import usage_against_quota
+
+    rows = usage_against_quota([team])
+    return {
+        "type": "team.usage",
+        "team": team.slug,
+        "rows": [
+            {"gpu_type": r.gpu_type, "used": r.used, "guaranteed": r.guaranteed, "limit": r.limit}
+            for r in rows
+        ],
     }
 
 
 def publish_status(job: Job, at: str) -> None:
     """After the transaction commits, tell the job's and the team's subscribers."""
-    message = status_message(job, at)
-    layer = get_channel_layer()
-    if layer is None:
-        return
+    changing = _changing_fields(job)
 
     def send() -> None:
-        for group in (job_group(job.team_id, job.pk), team_group(job.team_id)):
-            async_to_sync(layer.group_send)(group, dict(message))
+        # Built after the commit: the job's owner, queue and type may need a query, which must
+        # not lengthen the transaction; the usage figures then include this change.
+        message = status_message(job, at, changing)
+        usage = usage_message(job.team)
+        outgoing = [
+            (job_group(job.team_id, job.pk), message),
+            (team_group(job.team_id), message),
+            (team_group(job.team_id), usage),
+        ]
+        async_to_sync(_send_all)(outgoing)
 
     transaction.on_commit(send)
+
+
+def log_message(chunk: Any) -> JobLogMessage:
+    return {
+        "type": "job.log",
+        "job_id": chunk.job_id,
+        "chunk_id": chunk.pk,
+        "pod": chunk.pod,
+        "seq": chunk.seq,
+        "first_line": chunk.first_line,
+        "lines": chunk.text.splitlines(),
+    }
+
+
+def publish_log_chunk(chunk: Any) -> None:
+    """Stream a persisted `cluster.models.JobLogChunk` to its job's group once it commits.
+
+    The controller calls this right after saving the chunk, inside or outside a transaction.
+    """
+    send_on_commit([(job_group(chunk.team_id, chunk.job_id), log_message(chunk))])

@@ -3,7 +3,9 @@
 from django.urls import path
 
 from audit import views as audit_views
+from cluster import views as cluster_views
 from jobs import views as job_views
+from monitoring import pages as monitoring_pages
 from quotas import views as quota_views
 from tenants import views as team_views
 
@@ -30,9 +32,12 @@ urlpatterns = [
     path("teams/<slug:slug>/quotas/", quota_views.subteam_quota_save, name="subteam-quota"),
     path("profile/", team_views.profile, name="profile"),
     path("profile/tokens/<str:prefix>/revoke/", team_views.token_revoke, name="token-revoke"),
+    path("cluster/", monitoring_pages.cluster, name="cluster"),
     path("audit/", audit_views.audit_list, name="audit-list"),
     path("audit/export.csv", audit_views.audit_export, name="audit-export"),
     path("manage/teams/", team_views.manage_teams, name="manage-teams"),
     path("manage/gpu-types/", quota_views.manage_gpu_types, name="manage-gpu-types"),
     path("manage/quotas/", quota_views.manage_quotas, name="manage-quotas"),
+    path("manage/nodes/", cluster_views.node_list, name="manage-nodes"),
+    path("manage/nodes/<str:name>/cordon/", cluster_views.node_cordon, name="manage-node-cordon"),
 ]

@@ -3,8 +3,10 @@
 from django.urls import path
 
 from jobs.consumers import JobConsumer, TeamJobsConsumer
+from monitoring.consumers import ClusterConsumer
 
 websocket_urlpatterns = [
     path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),
     path("ws/teams/<slug:team_slug>/", TeamJobsConsumer.as_asgi()),
+    path("ws/cluster/", ClusterConsumer.as_asgi()),
 ]

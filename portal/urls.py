@@ -7,7 +7,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from audit.api import AuditViewSet
+from cluster.api import NodeViewSet
 from jobs.api import JobViewSet
+from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
+from monitoring.views import agent_samples
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
@@ -23,6 +26,7 @@ router.register("quotas", QuotaViewSet, basename="quota")
 router.register("queues", QueueViewSet, basename="queue")
 router.register("jobs", JobViewSet, basename="job")
 router.register("audit", AuditViewSet, basename="audit")
+router.register("nodes", NodeViewSet, basename="node")
 
 members = MemberViewSet.as_view({"get": "list", "post": "create"})
 member = MemberViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"})
@@ -32,6 +36,10 @@ api_v1 = [
     path("teams/<slug:team_slug>/members/<str:username>/", member, name="team-member"),
     path("me/", MeView.as_view(), name="me"),
     path("auth/token/", TokenView.as_view(), name="auth-token"),
+    path("agent/samples/", agent_samples, name="agent-samples"),
+    path("jobs/<int:job_id>/logs/", JobLogView.as_view(), name="job-logs"),
+    path("jobs/<int:job_id>/metrics/", JobMetricsView.as_view(), name="job-metrics"),
+    path("teams/<slug:team_slug>/live/", TeamLiveView.as_view(), name="team-live"),
     *router.urls,
 ]
 

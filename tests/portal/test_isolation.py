@@ -5,7 +5,8 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 
 - object: names one of team vision's objects; the outsider (carol, of team nlp) gets 404.
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
-- admin: platform admins only; the outsider is turned away.
+- admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
+- agent: node-token routes; a signed-in user is no node and gets 401 (tests/monitoring).
 - public: the login page, the token exchange, the API schema and its docs page (no tenant data).
 """
 
@@ -48,6 +49,13 @@ ROUTES: dict[str, str] = {
     "manage-teams": "admin",
     "manage-gpu-types": "admin",
     "manage-quotas": "admin",
+    "manage-nodes": "admin",
+    "manage-node-cordon": "admin",
+    "node-list": "admin-api",
+    "node-detail": "admin-api",
+    "node-cordon": "admin-api",
+    "node-uncordon": "admin-api",
+    "cluster": "admin",
     "login": "public",
     "logout": "public",
     # API
@@ -69,11 +77,19 @@ ROUTES: dict[str, str] = {
     "audit-list-api": "listing",
     "audit-export-api": "listing",
     "me": "listing",
+    "job-logs": "object",
+    "job-metrics": "object",
+    "team-live": "object",
+    "agent-samples": "agent",
     "auth-token": "public",
     "schema": "public",
     "api-docs": "public",
 }
-WEBSOCKETS = {"ws/jobs/<int:job_id>/": "object", "ws/teams/<slug:team_slug>/": "object"}
+WEBSOCKETS = {
+    "ws/jobs/<int:job_id>/": "object",
+    "ws/teams/<slug:team_slug>/": "object",
+    "ws/cluster/": "admin",
+}
 
 
 def _walk(patterns: list[Any], prefix: str = "") -> list[tuple[str, str, list[str]]]:
@@ -208,9 +224,15 @@ def test_outsider_is_turned_away_from_admin_pages(world: World) -> None:
     outsider = Client()
     outsider.force_login(world.carol)
     for route, name, _ in routes():
+        if ROUTES[name] not in ("admin", "admin-api"):
+            continue
+        url = _url(_regex_route(route), {"name": "h100-a-0"})
         if ROUTES[name] == "admin":
-            response = outsider.get("/" + route)
-            assert response.status_code == 302 and "/admin/login/" in response["Location"]
+            response = outsider.get(url)
+            assert response.status_code == 302 and "/admin/login/" in response["Location"], url
+        elif ROUTES[name] == "admin-api":
+            assert outsider.get(url).status_code == 403, url
+            assert outsider.post(url).status_code in (403, 405), url
 
 
 @pytest.mark.django_db
@@ -264,9 +286,11 @@ async def test_websockets_refuse_outsiders_and_anonymous(world: World) -> None:
     paths = {
         "ws/jobs/<int:job_id>/": f"/ws/jobs/{job.pk}/",
         "ws/teams/<slug:team_slug>/": "/ws/teams/vision/",
+        "ws/cluster/": "/ws/cluster/",
     }
     assert set(paths) == set(WEBSOCKETS)
-    for path in paths.values():
+    for route, path in paths.items():
         assert (await _connect(path, world.carol))[0] is False, path
         assert (await _connect(path, None))[0] is False, path
-        assert (await _connect(path, world.bob))[0] is True, path
+        assert (await _connect(path, world.bob))[0] is (WEBSOCKETS[route] == "object"), path
+        assert (await _connect(path, world.admin))[0] is True, path

@@ -1,0 +1,70 @@
+"""The agent's batch, field by field: what each value must be, and the message when it is not.
+
+Field names are DCGM-exporter's (agent/fields.py documents units); the portal does not import
+the agent, so the names are listed here again and tests/monitoring checks the two agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
+GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
+TOTAL_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+
+MAX_GPU_SAMPLES = 10_000  # per post: an hour's backlog of a big node at a 5 s interval
+MAX_XIDS = 1_000
+MAX_GPU_INDEX = 63
+COUNTER_MAX = 2**63 - 1
+MAX_AGE_SECONDS = 6 * 3600  # the agent buffers an hour; older samples mean a broken clock
+MAX_AHEAD_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric field's range; `integer` fields refuse fractions."""
+
+    low: float
+    high: float
+    integer: bool = False
+
+    def message(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        return f"must be {kind} between {self.low:g} and {self.high:g}"
+
+
+PERCENT = Bound(0, 100)
+MIB = Bound(0, 2**24)
+COUNT = Bound(0, COUNTER_MAX, integer=True)
+FLAG = Bound(0, 1, integer=True)
+LINKS = Bound(0, 64, integer=True)
+KB_PER_S = Bound(0, 2**40)
+
+METRICS: dict[str, Bound] = {
+    GPU_UTIL: PERCENT,
+    "DCGM_FI_DEV_MEM_COPY_UTIL": PERCENT,
+    SM_ACTIVE: Bound(0, 1),
+    FB_USED: MIB,
+    "DCGM_FI_DEV_FB_FREE": MIB,
+    FB_TOTAL: MIB,
+    GPU_TEMP: Bound(0, 150),
+    POWER_USAGE: Bound(0, 5000),
+    TOTAL_ENERGY: COUNT,
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": COUNT,
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": COUNT,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": COUNT,
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": FLAG,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": FLAG,
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": KB_PER_S,
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": KB_PER_S,
+    "DCGM_FI_DEV_XID_ERRORS": Bound(0, 10_000, integer=True),
+    "PORTAL_NVLINK_LINKS_UP": LINKS,
+    "PORTAL_NVLINK_LINKS_DOWN": LINKS,
+}
+INDEX = Bound(0, MAX_GPU_INDEX, integer=True)
+XID = Bound(1, 10_000, integer=True)
+INTERVAL = Bound(0.01, 3600)

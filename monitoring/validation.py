@@ -1,0 +1,108 @@
+"""Checks a posted batch without touching the database; every error names its field."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from monitoring.schema import (
+    INDEX,
+    INTERVAL,
+    MAX_AGE_SECONDS,
+    MAX_AHEAD_SECONDS,
+    MAX_GPU_SAMPLES,
+    MAX_XIDS,
+    METRICS,
+    XID,
+    Bound,
+)
+
+Errors = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A valid batch: GPU samples (plain dicts, as checked) and Xid events, oldest first."""
+
+    node: str
+    interval: float
+    gpus: list[dict[str, Any]]
+    xids: list[dict[str, Any]]
+
+
+def _number_ok(value: Any, bound: Bound) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if bound.integer and not (isinstance(value, int) or float(value).is_integer()):
+        return False
+    return math.isfinite(value) and bound.low <= value <= bound.high
+
+
+def _time_ok(value: Any, now: float) -> bool:
+    bound = Bound(now - MAX_AGE_SECONDS, now + MAX_AHEAD_SECONDS)
+    return _number_ok(value, bound)
+
+
+def _check_entry(
+    entry: Any, where: str, known: dict[str, Bound], now: float, errors: Errors
+) -> None:
+    if not isinstance(entry, dict):
+        errors[where] = ["must be an object"]
+        return
+    for key, value in entry.items():
+        field = f"{where}.{key}"
+        if key == "at":
+            if not _time_ok(value, now):
+                errors[field] = ["must be a Unix time within the last 6 hours"]
+        elif key == "uuid":
+            if not isinstance(value, str) or len(value) > 64:
+                errors[field] = ["must be a string of at most 64 characters"]
+        elif key in known:
+            if not _number_ok(value, known[key]):
+                errors[field] = [known[key].message()]
+        else:
+            errors[field] = ["unknown field"]
+    for required in ("index", "at"):
+        if required not in entry:
+            errors[f"{where}.{required}"] = ["this field is required"]
+
+
+def _check_list(data: dict[str, Any], key: str, limit: int, errors: Errors) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        errors[key] = ["must be a list"]
+        return []
+    if len(value) > limit:
+        errors[key] = [f"at most {limit} entries per post, got {len(value)}"]
+        return []
+    return value
+
+
+def validate_batch(data: Any, node: str, now: float | None = None) -> tuple[Batch | None, Errors]:
+    """The batch, or the errors; `node` is the authenticated node, the only one it may post for."""
+    now = time.time() if now is None else now
+    if not isinstance(data, dict):
+        return None, {"non_field_errors": ["expected a JSON object"]}
+    errors: Errors = {}
+    if data.get("node") != node:
+        errors["node"] = [f"must be this token's node, {node!r}"]
+    interval = data.get("interval")
+    if not _number_ok(interval, INTERVAL):
+        errors["interval"] = [INTERVAL.message()]
+    gpus = _check_list(data, "gpus", MAX_GPU_SAMPLES, errors)
+    xids = _check_list(data, "xids", MAX_XIDS, errors)
+    gpu_fields = {"index": INDEX, **METRICS}
+    for i, entry in enumerate(gpus):
+        _check_entry(entry, f"gpus[{i}]", gpu_fields, now, errors)
+    for i, entry in enumerate(xids):
+        _check_entry(entry, f"xids[{i}]", {"index": INDEX, "xid": XID}, now, errors)
+        if isinstance(entry, dict) and "xid" not in entry:
+            errors[f"xids[{i}].xid"] = ["this field is required"]
+    for key in set(data) - {"node", "interval", "gpus", "xids"}:
+        errors[key] = ["unknown field"]
+    if errors:
+        return None, errors
+    by_time = sorted(gpus, key=lambda g: g["at"])
+    return Batch(node, float(data["interval"]), by_time, sorted(xids, key=lambda x: x["at"])), {}

@@ -1,0 +1,40 @@
+"""The agents' endpoint: `POST /api/v1/agent/samples/` with a node token (Bearer)."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from monitoring.ingest import ingest_batch
+from monitoring.tokens import node_for_token
+from monitoring.validation import validate_batch
+
+
+def _refuse(status: int, detail: str) -> JsonResponse:
+    response = JsonResponse({"detail": detail}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="agent"'
+    return response
+
+
+@csrf_exempt  # machines post with a token, never with a browser's cookies
+def agent_samples(request: HttpRequest) -> HttpResponse:
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    node = node_for_token(raw.strip()) if scheme.lower() == "bearer" and raw.strip() else None
+    if node is None:
+        return _refuse(401, "A node token is required (Authorization: Bearer <token>).")
+    if request.method != "POST":
+        return _refuse(405, "Only POST.")
+    try:
+        data = json.loads(request.body)
+    except ValueError:
+        return JsonResponse({"non_field_errors": ["the body is not JSON"]}, status=400)
+    node_id, node_name = node
+    batch, errors = validate_batch(data, node_name)
+    if batch is None:
+        status = 403 if list(errors) == ["node"] else 400
+        return JsonResponse(errors, status=status)
+    ingest_batch(node_id, node_name, batch)
+    return JsonResponse({"accepted": len(batch.gpus), "xids": len(batch.xids)}, status=202)
