@@ -11,6 +11,8 @@ from monitoring.ingest import ingest_batch
 from monitoring.tokens import node_for_token
 from monitoring.validation import validate_batch
 
+MAX_BODY_BYTES = 16 * 2**20  # room for schema.MAX_GPU_SAMPLES samples of every field
+
 
 def _refuse(status: int, detail: str) -> JsonResponse:
     response = JsonResponse({"detail": detail}, status=status)
@@ -27,8 +29,12 @@ def agent_samples(request: HttpRequest) -> HttpResponse:
         return _refuse(401, "A node token is required (Authorization: Bearer <token>).")
     if request.method != "POST":
         return _refuse(405, "Only POST.")
+    # Read past Django's form-sized body limit: a backlog post is bigger, and bounded here.
+    body = request.read(MAX_BODY_BYTES + 1)
+    if len(body) > MAX_BODY_BYTES:
+        return _refuse(413, f"At most {MAX_BODY_BYTES} bytes per post.")
     try:
-        data = json.loads(request.body)
+        data = json.loads(body)
     except ValueError:
         return JsonResponse({"non_field_errors": ["the body is not JSON"]}, status=400)
     node_id, node_name = node
