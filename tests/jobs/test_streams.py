@@ -1,7 +1,8 @@
-"""A member connected to a job's and a team's websocket receives its status changes."""
+"""Members connected to a job's, a team's or the cluster's websocket get what is theirs, live."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -9,10 +10,17 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from cluster.models import JobLogChunk
 from jobs.actions import cancel_job, submit_job
+from jobs.models import Job
 from jobs.spec import parse_spec
+from jobs.streams import publish_log_chunk
 from portal.asgi import application
 from tests.conftest import World, spec
+from tests.monitoring.conftest import Rig, batch, gpu_sample, post
+from tests.monitoring.conftest import rig as rig  # the fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _session_cookie(user: Any) -> bytes:
@@ -22,16 +30,49 @@ def _session_cookie(user: Any) -> bytes:
 
 
 async def _open(path: str, user: Any) -> WebsocketCommunicator:
-    cookie = await database_sync_to_async(_session_cookie)(user)
-    communicator = WebsocketCommunicator(
-        application, path, headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
-    )
+    communicator = await _try_open(path, user)
     connected, _ = await communicator.connect()
     assert connected
     return communicator
 
 
-@pytest.mark.django_db(transaction=True)
+async def _try_open(path: str, user: Any) -> WebsocketCommunicator:
+    cookie = await database_sync_to_async(_session_cookie)(user)
+    return WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
+    )
+
+
+async def _next(communicator: WebsocketCommunicator, kind: str) -> dict[str, Any]:
+    """The next message of a kind, skipping others (status and usage may come in any order)."""
+    while True:
+        message = await communicator.receive_json_from(timeout=5)
+        if message["type"] == kind:
+            return message
+
+
+def _chunk(job: Job, seq: int, lines: list[str], pod: str = "train-0", publish: bool = True) -> int:
+    chunk = JobLogChunk.objects.create(
+        team=job.team,
+        job=job,
+        pod=pod,
+        seq=seq,
+        first_line=1 + 10 * (seq - 1),
+        line_count=len(lines),
+        text="\n".join(lines),
+    )
+    if publish:
+        publish_log_chunk(chunk)
+    return chunk.pk
+
+
+async def _lines(communicator: WebsocketCommunicator, count: int) -> list[str]:
+    got: list[str] = []
+    while len(got) < count:
+        got += (await _next(communicator, "job.log"))["lines"]
+    return got
+
+
 async def test_member_receives_status_changes_of_their_job_and_team(world: World) -> None:
     job = await database_sync_to_async(submit_job)(
         world.vision, parse_spec(spec()), acting_user=world.bob
@@ -41,9 +82,92 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
     outsider_team = await _open("/ws/teams/nlp/", world.carol)
     await database_sync_to_async(cancel_job)(job, acting_user=world.bob)
     for communicator in (on_job, on_team):
-        message = await communicator.receive_json_from(timeout=5)
-        assert message["type"] == "job.status"
+        message = await _next(communicator, "job.status")
         assert (message["job_id"], message["state"]) == (job.pk, "CANCELLED")
+        assert message["owner"] == "bob" and message["queue"] == "normal"
+    usage = await _next(on_team, "team.usage")
+    assert usage["rows"] == [{"gpu_type": "h100-80g", "used": 0, "guaranteed": 16, "limit": 32}]
     assert await outsider_team.receive_nothing(timeout=0.3)
     for communicator in (on_job, on_team, outsider_team):
         await communicator.disconnect()
+
+
+async def test_member_receives_metrics_and_log_lines_of_their_job(rig: Rig, world: World) -> None:
+    on_job = await _open(f"/ws/jobs/{rig.job.pk}/", world.bob)
+    at = time.time()
+    await database_sync_to_async(post)(
+        batch([gpu_sample(i, at, DCGM_FI_DEV_GPU_UTIL=60 + i) for i in range(8)]), rig.token
+    )
+    metrics = await _next(on_job, "job.metrics")
+    assert [(g["index"], g["util"]) for g in metrics["gpus"]] == [
+        (0, 60),
+        (1, 61),
+        (2, 62),
+        (3, 63),
+    ]
+    assert metrics["gpus"][0]["temp"] == 40 and metrics["gpus"][0]["at"] == at
+    await database_sync_to_async(_chunk)(rig.job, 1, ["epoch 1", "loss 0.3"])
+    log = await _next(on_job, "job.log")
+    assert (log["pod"], log["seq"], log["first_line"], log["lines"]) == (
+        "train-0",
+        1,
+        1,
+        ["epoch 1", "loss 0.3"],
+    )
+    await on_job.disconnect()
+
+
+async def test_outsider_gets_nothing_of_another_teams_job(rig: Rig, world: World) -> None:
+    refused = await _try_open(f"/ws/jobs/{rig.job.pk}/", world.carol)
+    assert (await refused.connect()) == (False, 4404)
+
+
+async def test_log_resume_after_reconnect_loses_nothing(rig: Rig, world: World) -> None:
+    first = await _open(f"/ws/jobs/{rig.job.pk}/", world.bob)
+    await database_sync_to_async(_chunk)(rig.job, 1, ["l1", "l2"])
+    seen = await _next(first, "job.log")
+    await first.disconnect()
+    for seq in (2, 3, 4):  # written while the browser was away
+        await database_sync_to_async(_chunk)(rig.job, seq, [f"l{seq + 1}"])
+    again = await _open(f"/ws/jobs/{rig.job.pk}/?after={seen['chunk_id']}", world.bob)
+    assert await _lines(again, 3) == ["l3", "l4", "l5"]
+    await database_sync_to_async(_chunk)(rig.job, 5, ["l6"])
+    assert await _lines(again, 1) == ["l6"]
+    assert await again.receive_nothing(timeout=0.2)  # and nothing twice
+    await again.disconnect()
+
+
+async def test_a_log_chunk_missing_from_the_live_stream_is_filled_in(
+    rig: Rig, world: World
+) -> None:
+    on_job = await _open(f"/ws/jobs/{rig.job.pk}/?after=0", world.bob)
+    await database_sync_to_async(_chunk)(rig.job, 1, ["a"])
+    await database_sync_to_async(_chunk)(rig.job, 2, ["b"], publish=False)  # its message lost
+    await database_sync_to_async(_chunk)(rig.job, 3, ["c"])
+    assert await _lines(on_job, 3) == ["a", "b", "c"]
+    await on_job.disconnect()
+
+
+async def test_a_fresh_page_starts_with_the_recent_log(rig: Rig, world: World) -> None:
+    await database_sync_to_async(_chunk)(rig.job, 1, ["before"], publish=False)
+    on_job = await _open(f"/ws/jobs/{rig.job.pk}/", world.bob)
+    assert await _lines(on_job, 1) == ["before"]
+    await on_job.disconnect()
+
+
+async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: World) -> None:
+    for user in (world.alice, world.bob, world.carol):
+        refused = await _try_open("/ws/cluster/", user)
+        assert (await refused.connect()) == (False, 4403)
+    cluster = await _open("/ws/cluster/", world.admin)
+    now = time.time()
+    await database_sync_to_async(post)(
+        batch([gpu_sample(i, now) for i in range(8)], xids=[{"index": 6, "xid": 79, "at": now}]),
+        rig.token,
+    )
+    gpus = await _next(cluster, "cluster.gpus")
+    assert gpus["node"] == rig.node.name and len(gpus["gpus"]) == 8
+    assert [g["job_id"] for g in gpus["gpus"]] == [rig.job.pk] * 4 + [None] * 4
+    xid = await _next(cluster, "cluster.xid")
+    assert (xid["index"], xid["xid"], xid["fatal"]) == (6, 79, True)
+    await cluster.disconnect()
