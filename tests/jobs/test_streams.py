@@ -18,9 +18,10 @@ from jobs.streams import publish_log_chunk
 from portal.asgi import application
 from tests.conftest import World, spec
 from tests.monitoring.conftest import Rig, batch, gpu_sample, post
-from tests.monitoring.conftest import rig as rig  # the fixture
+from tests.monitoring.conftest import fast_passwords as fast_passwords  # fixtures
+from tests.monitoring.conftest import rig as rig
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_passwords")]
 
 
 def _session_cookie(user: Any) -> bytes:

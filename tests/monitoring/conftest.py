@@ -36,6 +36,13 @@ def run_on(job: Job, placement: dict[str, int]) -> Job:
     return job
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    # The world's four users cost a second and a half of PBKDF2 per test; nothing here logs in
+    # with a password.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def rig(world: World) -> Rig:
     node = Node.objects.create(name=NODE, gpu_type=world.h100, gpu_capacity=8, ready=True)
