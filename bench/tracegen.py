@@ -1,6 +1,6 @@
 """Synthetic multi-tenant GPU trace, calibrated to published cluster traces; seeded, deterministic.
 
-    python bench/tracegen.py OUT_DIR [--jobs 4000] [--seed 7] [--load 0.9] [--replay]
+    python bench/tracegen.py OUT_DIR [--jobs 3000] [--seed 7] [--load 0.9] [--replay]
 
 Writes OUT_DIR/trace.csv, OUT_DIR/cluster.yaml and OUT_DIR/quotas.yaml in the formats
 bench/replay.py reads; with --replay it also replays the trace under fifo, fair and capacity and
@@ -128,7 +128,7 @@ def write(out: Path, count: int, seed: int, load: float) -> tuple[Path, Path, Pa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--jobs", type=int, default=4000)
+    parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--load", type=float, default=0.9)
     parser.add_argument("--replay", action="store_true", help="compare fifo, fair and capacity")

@@ -377,14 +377,19 @@ class Cycle:
         return self.config.priority_preemption and lowest is not None and lowest < priority
 
     def _victims(self, gpu_type: str) -> list[RunningJob]:
-        """Running jobs that could be preempted: not stopping yet and not ending within grace."""
+        """Running jobs that could be preempted: not stopping yet, not ending within grace, and
+        not aged (requeued, an aged job would go first and take its GPUs back: a livelock)."""
         ranked = self.victims.get(gpu_type)
         if ranked is None:
             horizon = self.now + self.config.preemption_grace_s
+            aged = self.config.starvation_after_s
+            young_after = float("-inf") if aged is None else self.now - aged
             ranked = [
                 r
                 for r in self.running.get(gpu_type, ())
-                if r.grace_until is None and r.end_by_limit() > horizon
+                if r.grace_until is None
+                and r.end_by_limit() > horizon
+                and r.job.submit_time > young_after
             ]
             ranked.sort(key=lambda r: preemption.victim_order(r, self.now))
             self._rank(gpu_type, ranked)

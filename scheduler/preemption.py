@@ -5,7 +5,9 @@ teams holding more than their guarantee; *priority* lets a higher queue take GPU
 preemptible queue of the same team. Victims go lowest priority first, then most recently started
 (the fewest GPU-hours lost). A job running within its owner's guarantee is only touched if
 preemptible, a victim set is only returned if the waiting job then fits, and jobs that end within
-the grace period anyway are never victims (waiting for them costs nothing).
+the grace period anyway are never victims (waiting for them costs nothing). Nor are jobs older
+than the aging threshold: requeued, they would go ahead of their preemptor and take their GPUs
+back, for ever.
 """
 
 from __future__ import annotations
