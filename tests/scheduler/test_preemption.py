@@ -101,3 +101,15 @@ def test_it_preempts_the_most_recently_started_borrower_first() -> None:
     ]
     decisions = schedule(snapshot([job(1, "alice-lab", gpus=8)], bob, FULL, QUOTAS), config())
     assert [p.job_id for p in decisions.preemptions] == [10]
+
+
+def test_it_never_preempts_an_aged_job_that_would_go_first_when_requeued() -> None:
+    # Requeued, a job past the aging threshold would outrank its preemptor and take the GPUs back.
+    aged = job(10, "alice-lab", gpus=8, limit=86_400, submit=NOW - 200_000)
+    young = job(11, "alice-lab", gpus=8, limit=86_400)
+    urgent = job(1, "alice-lab", gpus=8, priority=10)
+    holding = [running(aged, {"n1": 8}), running(young, {"n2": 8})]
+    decisions = schedule(
+        snapshot([urgent], holding, FULL, QUOTAS), config(starvation_after_s=86_400.0)
+    )
+    assert [p.job_id for p in decisions.preemptions] == [11]
