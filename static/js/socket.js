@@ -1,0 +1,76 @@
+// A websocket that reconnects by itself, with backoff, until the server refuses for good.
+// The server closes with 4401/4403/4404 when the user may not see the stream: retrying would
+// only be refused again, so those end it.
+
+const REFUSED = new Set([4401, 4403, 4404]);
+const FIRST_DELAY_MS = 1000;
+const MAX_DELAY_MS = 30000;
+
+export function liveSocket(path, { onMessage, onOpen = () => {}, onState = () => {}, query = () => ({}) }) {
+  let delay = FIRST_DELAY_MS;
+  let socket = null;
+  let stopped = false;
+
+  function url() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query())) {
+      if (value !== null && value !== undefined) params.set(key, String(value));
+    }
+    const search = params.toString();
+    return `${scheme}//${location.host}${path}${search ? "?" + search : ""}`;
+  }
+
+  function open() {
+    onState("connecting");
+    socket = new WebSocket(url());
+    socket.onopen = () => {
+      delay = FIRST_DELAY_MS;
+      onState("live");
+      onOpen();
+    };
+    socket.onmessage = (event) => onMessage(JSON.parse(event.data));
+    socket.onclose = (event) => {
+      if (stopped) return;
+      if (REFUSED.has(event.code)) {
+        onState("refused");
+        return;
+      }
+      // Jitter, so a restarted server is not hit by every browser in the same instant.
+      const wait = delay * (0.8 + Math.random() * 0.4);
+      delay = Math.min(MAX_DELAY_MS, delay * 2);
+      onState(`reconnecting in ${Math.round(wait / 1000)} s`);
+      setTimeout(open, wait);
+    };
+  }
+
+  open();
+  return {
+    close() {
+      stopped = true;
+      if (socket) socket.close();
+    },
+  };
+}
+
+export function showState(element) {
+  return (state) => {
+    if (!element) return;
+    element.textContent = state;
+    element.dataset.state = state.split(" ")[0];
+  };
+}
+
+// Builds an element with text content only (never HTML), so log lines and names stay inert.
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? "")));
+  }
+  return node;
+}
