@@ -17,6 +17,9 @@ from jobs.models import Job, State
 from jobs.states import transition
 from scheduler import Decisions, Pending
 
+# Rows are locked with FOR UPDATE OF the job table only: locking the joined team, queue and user
+# rows too would block (and could deadlock with) every submission to those teams.
+
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
 # drift would make every cycle a bulk write.
 ESTIMATE_RESOLUTION_S = 10
@@ -143,7 +146,7 @@ def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
         ]
         jobs = {
             job.pk: job
-            for job in Job.unscoped.select_for_update()
+            for job in Job.unscoped.select_for_update(of=("self",))
             .select_related("team", "owner", "queue", "gpu_type")
             .filter(pk__in=wanted)
         }

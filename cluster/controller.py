@@ -17,7 +17,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
@@ -30,9 +30,11 @@ from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     HOLDING,
+    job_signature,
     node_lost,
     observe_job,
     observe_pod,
+    pod_signature,
     portal_job_id,
     requeue_or_fail,
 )
@@ -92,6 +94,9 @@ class Controller:
         self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0}
         self._queued_marker: tuple[int, int] | None = None
         self._usage: dict[str, float] = {}
+        # What was last mapped per object, so repeated reports of the same state cost nothing.
+        self._signatures: dict[str, tuple[object, ...]] = {}
+        self._followed: set[str] = set()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -110,12 +115,18 @@ class Controller:
                 except Unavailable as exc:
                     log.warning("cluster API unavailable: %s", exc)
                     stop.wait(1.0)
+                except DatabaseError as exc:  # rolled back whole; the next turn redoes it
+                    log.warning("database: %s", exc)
+                    close_old_connections()
+                    stop.wait(0.5)
         finally:
             self.stop_leading(release=True)
 
     def start_leading(self) -> None:
         log.info("controller %s leads", self.identity)
         self.leading = True
+        self._signatures.clear()
+        self._followed.clear()
         self._watch_stop = threading.Event()
         versions = self.reconcile()
         self._watchers = [
@@ -195,6 +206,10 @@ class Controller:
         elif kind == "pods":
             self._pod(type_, obj)
         else:
+            signature = job_signature(obj)
+            if self._signatures.get(obj["metadata"]["name"]) == signature:
+                return
+            self._signatures[obj["metadata"]["name"]] = signature
             self._delete_all([d] if (d := observe_job(obj, self._pods_of(obj))) else [])
             self._dirty = True
 
@@ -208,14 +223,19 @@ class Controller:
             self.pods[owner].pop(name, None)
             if not self.pods[owner]:
                 self.pods.pop(owner, None)
+            self._signatures.pop(name, None)
             return
         self.pods[owner][name] = pod
+        signature = pod_signature(pod)
+        if self._signatures.get(name) == signature:
+            return  # nothing the portal maps has changed (heartbeats, IPs, timestamps)
+        self._signatures[name] = signature
         deletion = observe_pod(pod)
         if deletion:
             self._delete_all([deletion])
             self._dirty = True
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Running", "Succeeded", "Failed"):
+        if signature[0] in ("Running", "Succeeded", "Failed") and name not in self._followed:
+            self._followed.add(name)
             self._follow_log(pod)
 
     def _follow_log(self, pod: Obj) -> None:
@@ -290,7 +310,11 @@ class Controller:
         due = Job.unscoped.filter(state__in=HOLDING, grace_until__lte=timezone.now())
         for job_id in due.values_list("id", flat=True):
             with transaction.atomic():
-                job = Job.unscoped.select_for_update().select_related("team").get(pk=job_id)
+                job = (
+                    Job.unscoped.select_for_update(of=("self",))
+                    .select_related("team")
+                    .get(pk=job_id)
+                )
                 if job.state in HOLDING and job.grace_until is not None:
                     reason = f"preempted for job {job.preempted_for_id} after its grace period"
                     self._delete_all([stop_preempted(job, reason)])
@@ -353,7 +377,7 @@ class Controller:
     def _vanished(self, job_id: int) -> None:
         """A running job's Job object is gone from the cluster: run it again from the queue."""
         with transaction.atomic():
-            job = Job.unscoped.select_for_update().select_related("team").get(pk=job_id)
+            job = Job.unscoped.select_for_update(of=("self",)).select_related("team").get(pk=job_id)
             if job.state == State.RUNNING:
                 requeue_or_fail(job, "its Job object vanished from the cluster")
                 self._dirty = True

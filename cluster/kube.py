@@ -172,13 +172,18 @@ class KubernetesBackend:
             raise
 
     def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
-        response = self._call(
-            self.core.read_namespaced_pod_log,
-            pod,
-            namespace,
-            follow=follow,
-            _preload_content=False,
-        )
+        try:
+            response = self._call(
+                self.core.read_namespaced_pod_log,
+                pod,
+                namespace,
+                follow=follow,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status in (400, 404):  # still waiting to start, or already gone
+                return
+            raise
         pending = b""
         try:
             for data in response.stream(4096):

@@ -29,7 +29,7 @@ def portal_job_id(obj: Obj) -> int | None:
 
 def _locked(job_id: int) -> Job | None:
     return (
-        Job.unscoped.select_for_update()
+        Job.unscoped.select_for_update(of=("self",))
         .select_related("team", "owner", "queue", "gpu_type")
         .filter(pk=job_id)
         .first()
@@ -77,6 +77,16 @@ def _lost_node(pod: Obj) -> str | None:
     if status.get("reason") in NODE_LOSS_REASONS:
         return str(status["reason"])
     return None
+
+
+def pod_signature(pod: Obj) -> tuple[object, ...]:
+    """The part of a pod that its portal job's state depends on."""
+    terminated = _terminated(pod) or {}
+    return ((pod.get("status") or {}).get("phase"), _lost_node(pod), terminated.get("exitCode"))
+
+
+def job_signature(obj: Obj) -> tuple[object, ...]:
+    return (_condition(obj, "Complete") is not None, _condition(obj, "Failed") is not None)
 
 
 def observe_pod(pod: Obj) -> Deletion | None:

@@ -89,7 +89,8 @@ def transition(
             "estimated_start_latest",
         ]
     job.save(update_fields=changed)
-    publish_status(job, now.isoformat())
+    holding = {State.ADMITTED, State.RUNNING}
+    publish_status(job, now.isoformat(), usage=(from_state in holding) != (to_state in holding))
     return JobEvent.objects.create(
         team_id=job.team_id,
         job=job,

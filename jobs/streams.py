@@ -184,20 +184,23 @@ def usage_message(team: Team) -> TeamUsageMessage:
     }
 
 
-def publish_status(job: Job, at: str) -> None:
-    """After the transaction commits, tell the job's and the team's subscribers."""
+def publish_status(job: Job, at: str, *, usage: bool = True) -> None:
+    """After the transaction commits, tell the job's and the team's subscribers.
+
+    `usage`: the move changed the GPUs the team holds, so its usage figures are sent too.
+    """
     changing = _changing_fields(job)
 
     def send() -> None:
         # Built after the commit: the job's owner, queue and type may need a query, which must
         # not lengthen the transaction; the usage figures then include this change.
         message = status_message(job, at, changing)
-        usage = usage_message(job.team)
-        outgoing = [
+        outgoing: list[tuple[str, Any]] = [
             (job_group(job.team_id, job.pk), message),
             (team_group(job.team_id), message),
-            (team_group(job.team_id), usage),
         ]
+        if usage:
+            outgoing.append((team_group(job.team_id), usage_message(job.team)))
         async_to_sync(_send_all)(outgoing)
 
     transaction.on_commit(send)

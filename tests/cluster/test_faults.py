@@ -11,10 +11,15 @@ from cluster import connect
 from cluster.actions import set_cordon
 from cluster.manifests import LABEL_MANAGED, LABEL_TEAM, PORTAL
 from cluster.models import Node
-from jobs.models import State
+from jobs.models import Job, State
 from tests.cluster.conftest import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _fresh(job: Job) -> Job:
+    job.refresh_from_db()
+    return job
 
 
 def _nodes_known(cluster: Cluster) -> None:
@@ -25,7 +30,7 @@ def test_higher_queue_preempts_a_lower_preemptible_one_after_its_grace(cluster: 
     low = cluster.submit(runtime_s=5000, queue="low", nodes=4, gpus_per_node=8)
     cluster.drive(lambda: cluster.state(low) == State.RUNNING)
     high = cluster.submit(runtime_s=3, queue="high", gpus_per_node=8)
-    cluster.drive(lambda: (low.refresh_from_db() or low.grace_until) is not None)
+    cluster.drive(lambda: _fresh(low).grace_until is not None)
     noticed = time.monotonic()
     assert low.preempted_for_id == high.pk and "preemption notice" in low.state_reason
     assert cluster.state(high) == State.QUEUED  # waits for the victim's grace period
@@ -61,7 +66,7 @@ def test_cordon_keeps_new_jobs_off_the_node(cluster: Cluster, settings: object) 
         job.refresh_from_db()
         assert set(job.placement) <= {h100[0].name}
     waiting = next(j for j in jobs if j.state == State.QUEUED)
-    cluster.drive(lambda: bool(waiting.refresh_from_db() or waiting.pending_code))
+    cluster.drive(lambda: bool(_fresh(waiting).pending_code))
     assert waiting.pending_code in {"NO_CAPACITY", "ALL_NODES_CORDONED", "FRAGMENTED"}
     assert AuditEvent.chain.filter(action="node.cordon").count() == 7
 

@@ -51,7 +51,7 @@ def _refused(world: World, body: dict[str, Any]) -> dict[str, list[str]]:
             "is not a valid image reference (e.g. registry.example/team/train:1.0)",
         ),
         ({"env": {"1BAD": "x"}}, "env", "'1BAD' is not a valid variable name"),
-        ({"gpus_per_node": 0}, "gpus_per_node", "must be between 1 and 16, got 0"),
+        ({"gpus_per_node": 0}, "gpus_per_node", "must be between 1 and 64, got 0"),
         ({"gpus_per_node": "8"}, "gpus_per_node", "must be an integer"),
         ({"nodes": 65}, "nodes", "must be between 1 and 64, got 65"),
         ({"cpu": "lots"}, "cpu", "must be a number of cores between 0.1 and 512"),

@@ -1,0 +1,309 @@
+"""Replay the Kueue baseline scenario in real time through the whole portal.
+
+Jobs are submitted through `jobs.actions.submit_job` (the action the API uses) from a separate
+process, at the scenario's arrival times; the controller (this process) schedules them and runs
+them on kubesim (a third process, speed 1) through the official client. Prints wall time, GPU
+usage and average time to admission per class beside Kueue's published figures, and the
+controller's CPU per admitted job.
+
+    python bench/e2e_kueue_baseline.py [--scale 1.0] [--json]
+
+`--scale 0.1` replays a tenth of each team's jobs (for a quick look). Needs PostgreSQL on
+127.0.0.1:5432 (BENCH_DATABASE_URL overrides); everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import defaultdict
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SCENARIO = ROOT.parent / "shared" / "scenarios" / "kueue-baseline.yaml"
+DATABASE = "portal_e2e"
+KUEUE = {"wall_s": 351.0, "usage_pct": 58.7, "large": 6.7, "medium": 76.8, "small": 215.5}
+PRODUCT = "KUBESIM-UNIT-GPU"
+
+
+def _env() -> dict[str, str]:
+    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "LOG_LEVEL": "WARNING",
+        "DEBUG": "0",
+        "DB_POOL_SIZE": "4",
+    }
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", sql], check=True)
+
+
+def _scenario() -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(SCENARIO.read_text()))
+
+
+def _arrivals(scenario: dict[str, Any], scale: float) -> list[tuple[float, str, dict[str, Any]]]:
+    """(submit offset s, team slug, workload) for every job, in time order."""
+    teams = scenario["departments"] * scenario["teams_per_department"]
+    out = []
+    for t in range(teams):
+        for load in scenario["workloads_per_team"]:
+            for i in range(max(1, int(load["count"] * scale))):
+                out.append((i * load["interval_ms"] / 1000, f"team-{t}", load))
+    return sorted(out, key=lambda row: row[0])
+
+
+def _setup(scenario: dict[str, Any]) -> None:
+    """Teams in departments, one GPU type, quotas and a queue per job class."""
+    from django.contrib.auth.models import User
+
+    from quotas.models import GpuType, Queue, Quota
+    from tenants.models import Membership, Team
+
+    cluster, quota = scenario["cluster"], scenario["quota_per_team"]
+    gpu = GpuType.objects.create(
+        name="unit", product_label=PRODUCT, memory_gb=80, gpus_per_node=cluster["gpus_per_node"]
+    )
+    user = User.objects.create_user("bench")
+    per_department = scenario["teams_per_department"]
+    for d in range(scenario["departments"]):
+        department = Team.objects.create(slug=f"dept-{d}", name=f"Department {d}")
+        for t in range(d * per_department, (d + 1) * per_department):
+            team = Team.objects.create(slug=f"team-{t}", name=f"Team {t}", parent=department)
+            Membership.objects.create(team=team, user=user)
+            Quota.objects.create(
+                team=team, gpu_type=gpu, guaranteed=quota["guaranteed"], limit=quota["limit"]
+            )
+            for load in scenario["workloads_per_team"]:
+                Queue.objects.create(
+                    team=team,
+                    name=load["class"],
+                    priority=load["priority"],
+                    preemptible=True,
+                    max_runtime=3600,
+                )
+
+
+def _cluster_file(scenario: dict[str, Any], directory: Path) -> Path:
+    import yaml
+
+    cluster = scenario["cluster"]
+    path = directory / "cluster.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "pools": [
+                    {
+                        "name": "unit",
+                        "count": cluster["nodes"],
+                        "gpuProduct": PRODUCT,
+                        "gpusPerNode": cluster["gpus_per_node"],
+                        "gpuMemoryMiB": 81920,
+                        "cpu": "256",
+                        "memory": "2Ti",
+                        "rack": "r",
+                    }
+                ]
+            }
+        )
+    )
+    return path
+
+
+def submitter(scale: float, start_at: float) -> None:
+    """The separate process: submit every job at its arrival time through the action."""
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+
+    from jobs.actions import submit_job
+    from jobs.spec import parse_spec
+    from tenants.models import Team
+
+    user = User.objects.get(username="bench")
+    teams = {t.slug: t for t in Team.objects.all()}
+    for offset, slug, load in _arrivals(_scenario(), scale):
+        delay = start_at + offset - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        spec = {
+            "name": load["class"],
+            "image": "bench:1",
+            "command": ["run"],
+            "queue": load["class"],
+            "gpu_type": "unit",
+            "gpus_per_node": load["gpus"],
+            "env": {"KUBESIM_RUNTIME_SECONDS": str(load["runtime_ms"] / 1000)},
+        }
+        submit_job(teams[slug], parse_spec(spec), acting_user=user)
+
+
+def _figures(scale: float, cpu_s: float, gpus: int) -> dict[str, Any]:
+    from django.db.models import Max, Min
+
+    from jobs.models import Job, State
+
+    jobs = Job.unscoped.select_related("queue")
+    span = jobs.aggregate(first=Min("submitted_at"), last=Max("finished_at"))
+    wall = (span["last"] - span["first"]).total_seconds() if span["last"] else 0.0
+    used, waits = 0.0, defaultdict(list)
+    for job in jobs.filter(state=State.SUCCEEDED):
+        assert job.finished_at and job.started_at and job.admitted_at
+        used += (job.finished_at - job.started_at).total_seconds() * job.total_gpus
+        waits[job.queue.name].append((job.admitted_at - job.submitted_at).total_seconds())
+    admitted = sum(len(w) for w in waits.values())
+    return {
+        "wall_s": round(wall, 1),
+        "usage_pct": round(100 * used / (gpus * wall), 1),
+        "avg_admission_s": {c: round(sum(w) / len(w), 2) for c, w in sorted(waits.items())},
+        "controller_cpu_ms_per_job": round(1000 * cpu_s / max(1, admitted), 2),
+        "jobs": jobs.count(),
+        "succeeded": admitted,
+        "scale": scale,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--profile", help="write a cProfile of the controller loop to this file")
+    parser.add_argument("--submitter", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.update(_env())
+    if args.submitter:
+        submitter(args.scale, args.start_at)
+        return
+    scenario = _scenario()
+    _psql(f"DROP DATABASE IF EXISTS {DATABASE}")
+    _psql(f"CREATE DATABASE {DATABASE}")
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True, cwd=ROOT
+    )
+    import django
+
+    django.setup()
+    _setup(scenario)
+    total = len(_arrivals(scenario, args.scale))
+    gpus = scenario["cluster"]["nodes"] * scenario["cluster"]["gpus_per_node"]
+    with tempfile.TemporaryDirectory() as tmp:
+        print(
+            _run(args, Path(tmp), scenario, total, gpus)
+            if not args.json
+            else json.dumps(_run(args, Path(tmp), scenario, total, gpus))
+        )
+
+
+def _run(
+    args: argparse.Namespace, tmp: Path, scenario: dict[str, Any], total: int, gpus: int
+) -> Any:
+    from cluster.controller import Controller, Timing
+    from cluster.kube import KubernetesBackend, load_api_client
+    from jobs.models import TERMINAL_STATES, Job
+    from scheduler import PolicyConfig
+
+    kubeconfig = tmp / "kubeconfig"
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--cluster",
+            str(_cluster_file(scenario, tmp)),
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        cwd=ROOT,
+    )
+    try:
+        while not kubeconfig.exists():
+            time.sleep(0.1)
+        backend = KubernetesBackend(load_api_client(str(kubeconfig)))
+        controller = Controller(
+            backend,
+            config=PolicyConfig(preemption_grace_s=0.0),
+            timing=Timing(debounce_s=0.05, cycle_every_s=1.0),
+        )
+        stop = threading.Event()
+        profile = cProfile.Profile() if args.profile else None
+
+        def run() -> None:
+            if profile is None:
+                controller.run(stop)
+            else:
+                profile.runcall(controller.run, stop)
+                profile.dump_stats(args.profile)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        while not controller.leading:
+            time.sleep(0.1)
+        start_at = time.time() + 2
+        feeder = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--submitter",
+                "--scale",
+                str(args.scale),
+                "--start-at",
+                str(start_at),
+            ],
+            cwd=ROOT,
+        )
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        while True:
+            time.sleep(1)
+            done = Job.unscoped.filter(state__in=TERMINAL_STATES).count()
+            if done >= total or time.time() - start_at > 1800:
+                break
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        stop.set()
+        feeder.wait(timeout=60)
+        thread.join(timeout=30)
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    figures = _figures(args.scale, cpu, gpus)
+    if args.json:
+        return figures
+    lines = [
+        f"Kueue baseline through the portal (scale {args.scale}, {figures['jobs']} jobs)",
+        f"  wall   {figures['wall_s']:7.1f} s   Kueue {KUEUE['wall_s']} s   "
+        f"ratio {figures['wall_s'] / KUEUE['wall_s']:.2f}",
+        f"  usage  {figures['usage_pct']:7.1f} %   Kueue {KUEUE['usage_pct']} %",
+    ]
+    for cls, wait in figures["avg_admission_s"].items():
+        lines.append(
+            f"  {cls:<6} admitted on average in {wait:6.2f} s   Kueue {KUEUE[cls]} s"
+            f"   ratio {wait / KUEUE[cls]:.2f}"
+        )
+    lines.append(f"  controller CPU {figures['controller_cpu_ms_per_job']} ms per admitted job")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
