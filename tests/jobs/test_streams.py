@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import transaction
 from django.test import Client
 
 from cluster.models import JobLogChunk
 from jobs.actions import cancel_job, submit_job
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.spec import parse_spec
+from jobs.states import transition
 from jobs.streams import publish_log_chunk
 from portal.asgi import application
 from tests.conftest import World, spec
@@ -74,6 +76,11 @@ async def _lines(communicator: WebsocketCommunicator, count: int) -> list[str]:
     return got
 
 
+def _admit(job: Any) -> None:
+    with transaction.atomic():
+        transition(job, State.ADMITTED, "admitted", placement={"h100-a-0": 4})
+
+
 async def test_member_receives_status_changes_of_their_job_and_team(world: World) -> None:
     job = await database_sync_to_async(submit_job)(
         world.vision, parse_spec(spec()), acting_user=world.bob
@@ -86,9 +93,15 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
         message = await _next(communicator, "job.status")
         assert (message["job_id"], message["state"]) == (job.pk, "CANCELLED")
         assert message["owner"] == "bob" and message["queue"] == "normal"
-    usage = await _next(on_team, "team.usage")
-    assert usage["rows"] == [{"gpu_type": "h100-80g", "used": 0, "guaranteed": 16, "limit": 32}]
     assert await outsider_team.receive_nothing(timeout=0.3)
+    # A queued job ending holds no GPUs: no usage message. Admission does change usage.
+    assert await on_team.receive_nothing(timeout=0.3)
+    held = await database_sync_to_async(submit_job)(
+        world.vision, parse_spec(spec(gpus_per_node=4)), acting_user=world.bob
+    )
+    await database_sync_to_async(_admit)(held)
+    usage = await _next(on_team, "team.usage")
+    assert usage["rows"] == [{"gpu_type": "h100-80g", "used": 4, "guaranteed": 16, "limit": 32}]
     for communicator in (on_job, on_team, outsider_team):
         await communicator.disconnect()
 
