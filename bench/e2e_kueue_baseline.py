@@ -23,8 +23,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import defaultdict
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
