@@ -57,14 +57,16 @@ def start_controller(stop: threading.Event) -> threading.Thread:
     return thread
 
 
-def start_agents(sim: KubeSim, portal_url: str, stop: threading.Event) -> None:
+def start_agents(
+    sim: KubeSim, portal_url: str, stop: threading.Event, interval: float = 5.0
+) -> None:
     """Once the controller has listed the nodes, give each an agent on its fake NVML."""
     deadline = time.monotonic() + 60
     while Node.objects.count() == 0 and time.monotonic() < deadline:
         time.sleep(0.5)
     tokens = {node.name: rotate_node_token(node) for node in Node.objects.all()}
     libraries = {name: sim.nvml_library(name) for name in tokens}
-    run_agents(libraries, portal_url, tokens.__getitem__, stop)
+    run_agents(libraries, portal_url, tokens.__getitem__, stop, interval=interval)
     close_old_connections()
 
 

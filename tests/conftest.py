@@ -41,6 +41,12 @@ def _user(name: str, **extra: Any) -> User:
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # PBKDF2 at its production cost would spend seconds per test creating the four users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _clear_cache() -> None:
     # Throttle counters live in the cache; a shared Redis must not carry them between tests.
     cache.clear()
