@@ -45,7 +45,7 @@ def node_fields(obj: Obj, gpu_types: dict[str, GpuType]) -> dict[str, Any]:
 def sync_node(obj: Obj, gpu_types: dict[str, GpuType]) -> tuple[Node, bool]:
     """Upsert one node; returns it and whether its schedulability changed."""
     fields = node_fields(obj, gpu_types)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         node = Node.objects.select_for_update().filter(name=obj["metadata"]["name"]).first()
         before = node.schedulable if node else None
         if node is None:

@@ -94,7 +94,7 @@ def observe_pod(pod: Obj) -> Deletion | None:
     job_id = portal_job_id(pod)
     if job_id is None:
         return None
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         job = _locked(job_id)
         if job is None or job.state not in HOLDING or job.k8s_name != _k8s_job_name(pod):
             return None
@@ -127,7 +127,7 @@ def observe_job(obj: Obj, pods: list[Obj]) -> Deletion | None:
     complete, failed = _condition(obj, "Complete"), _condition(obj, "Failed")
     if job_id is None or not (complete or failed):
         return None
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         job = _locked(job_id)
         if job is None or job.state in TERMINAL_STATES or job.k8s_name != obj["metadata"]["name"]:
             return None
@@ -168,7 +168,7 @@ def node_lost(node: str) -> list[Deletion]:
     """A node went NotReady: its jobs go back to the queue now rather than when pods time out."""
     deletions = []
     for job_id in jobs_on_node(node):
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             job = _locked(job_id)
             if job is not None and job.state in HOLDING and node in job.placement:
                 deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
