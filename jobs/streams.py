@@ -129,7 +129,8 @@ def job_group(team_id: int, job_id: int) -> str:
 Outgoing = Sequence[tuple[str, Any]]
 
 
-async def _send_all(messages: Outgoing) -> None:
+async def send_all(messages: Outgoing) -> None:
+    """Group-send each (group, message) concurrently; for code already on the event loop."""
     layer = get_channel_layer()
     if layer is not None:
         await asyncio.gather(*(layer.group_send(group, dict(msg)) for group, msg in messages))
@@ -138,7 +139,7 @@ async def _send_all(messages: Outgoing) -> None:
 def send_on_commit(messages: Outgoing) -> None:
     """Group-send each (group, message) after the transaction commits, all in one hop."""
     if messages:
-        transaction.on_commit(lambda: async_to_sync(_send_all)(messages))
+        transaction.on_commit(lambda: async_to_sync(send_all)(messages))
 
 
 def _changing_fields(job: Job) -> dict[str, Any]:
@@ -201,7 +202,7 @@ def publish_status(job: Job, at: str, *, usage: bool = True) -> None:
         ]
         if usage:
             outgoing.append((team_group(job.team_id), usage_message(job.team)))
-        async_to_sync(_send_all)(outgoing)
+        async_to_sync(send_all)(outgoing)
 
     transaction.on_commit(send)
 

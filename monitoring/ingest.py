@@ -9,7 +9,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.streams import CLUSTER_GROUP, GpuReading, job_group, send_on_commit
+from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
 from monitoring.inventory import JobRef, gpu_ids, gpu_owners
 from monitoring.validation import Batch
@@ -159,8 +159,9 @@ def _fan_out(node: str, acc: _Accumulator) -> list[tuple[str, Any]]:
     return outgoing
 
 
-def ingest_batch(node_id: int, node: str, batch: Batch) -> None:
-    """Roll the batch up, keep its newest readings hot, store its Xids, then fan out."""
+def ingest_batch(node_id: int, node: str, batch: Batch) -> Outgoing:
+    """Roll the batch up, keep its newest readings hot, store its Xids; return the messages
+    to fan out, which the caller sends once this has committed."""
     indexes = {g["index"] for g in batch.gpus} | {x["index"] for x in batch.xids}
     ids = gpu_ids(node_id, indexes)
     owners = gpu_owners(node)
@@ -172,10 +173,8 @@ def ingest_batch(node_id: int, node: str, batch: Batch) -> None:
         rollups.add_minutes(_minute_rows(acc, ids))
         rollups.add_job_totals(_job_rows(acc))
         xid_messages = store_xids(node_id, node, ids, batch.xids)
-        if acc.newest:
-            send_on_commit(_fan_out(node, acc))
-        send_on_commit(xid_messages)
     hot.store(node_id, {i: {**s, "job_id": _job_id(owners, i)} for i, s in acc.newest.items()})
+    return [*(_fan_out(node, acc) if acc.newest else []), *xid_messages]
 
 
 def _job_id(owners: dict[int, JobRef], index: int) -> int | None:
