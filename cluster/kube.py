@@ -193,6 +193,10 @@ class KubernetesBackend:
                     yield line.decode(errors="replace")
             if pending:
                 yield pending.decode(errors="replace")
+        except Exception as exc:
+            if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
+                raise _unavailable(exc) from exc  # the follower resumes when the pod reports
+            raise
         finally:
             response.release_conn()
 

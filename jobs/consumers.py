@@ -17,9 +17,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.utils import timezone
 
 from jobs.access import access_job
-from jobs.streams import job_group, team_group
+from jobs.models import Job
+from jobs.streams import job_group, status_message, team_group
 from monitoring.delivery import Delivery
 from monitoring.replay import LogReplay
 from tenants.access import access_team
@@ -99,8 +101,17 @@ class JobConsumer(TenantConsumer):
         return Delivery(self.send_json, self.replay.fill_gap)
 
     async def write(self) -> None:
+        # The page was rendered before this socket joined the group: a change in between would
+        # otherwise never reach it, so the state as it is now goes first.
+        self.delivery.put(await database_sync_to_async(self.current_status)())
         await self.replay.run(self.delivery)
         await self.delivery.run()
+
+    def current_status(self) -> dict[str, Any]:
+        job = Job.unscoped.select_related("team", "owner", "queue", "gpu_type").get(
+            pk=self.replay.job.pk
+        )
+        return dict(status_message(job, timezone.now().isoformat()))
 
 
 class TeamJobsConsumer(TenantConsumer):

@@ -112,15 +112,15 @@ def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: str) -> N
             assert bob.inner_text("#job-state") in ("QUEUED", "ADMITTED")
             bob.wait_for_function(
                 "document.getElementById('job-state').textContent.trim() === 'RUNNING'",
-                timeout=30_000,
+                timeout=60_000,
             )
             bob.wait_for_function(
-                "document.querySelectorAll('[data-gpu-table] tr').length >= 2", timeout=30_000
+                "document.querySelectorAll('[data-gpu-table] tr').length >= 2", timeout=60_000
             )
             assert "%" in bob.inner_text("[data-gpu-table]")
             bob.wait_for_function(
                 "document.querySelectorAll('[data-log-output] .line').length >= 3",
-                timeout=30_000,
+                timeout=60_000,
             )
             assert "loss=" in bob.inner_text("[data-log-output]")
             assert loads == [] and bob.url == job_url  # all of it arrived without a reload

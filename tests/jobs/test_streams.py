@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.db import transaction
 from django.test import Client
 
@@ -88,6 +90,8 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
     on_job = await _open(f"/ws/jobs/{job.pk}/", world.bob)
     on_team = await _open("/ws/teams/vision/", world.alice)
     outsider_team = await _open("/ws/teams/nlp/", world.carol)
+    current = await _next(on_job, "job.status")  # the state as it was when the socket opened
+    assert (current["job_id"], current["state"]) == (job.pk, "QUEUED")
     await database_sync_to_async(cancel_job)(job, acting_user=world.bob)
     for communicator in (on_job, on_team):
         message = await _next(communicator, "job.status")
@@ -185,3 +189,20 @@ async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: Wo
     xid = await _next(cluster, "cluster.xid")
     assert (xid["index"], xid["xid"], xid["fatal"]) == (6, 79, True)
     await cluster.disconnect()
+
+
+@pytest.mark.skipif(
+    "redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"], reason="a Redis layer matter"
+)
+async def test_an_idle_socket_outlives_the_layers_blocking_read(world: World) -> None:
+    # channels_redis blocks 5 s on its pop; a client read timeout of 5 s used to kill the
+    # consumer of a quiet job (portal/settings.py sets a longer one).
+    job = await database_sync_to_async(submit_job)(
+        world.vision, parse_spec(spec()), acting_user=world.bob
+    )
+    on_job = await _open(f"/ws/jobs/{job.pk}/", world.bob)
+    await asyncio.sleep(6.5)
+    await database_sync_to_async(cancel_job)(job, acting_user=world.bob)
+    while (await _next(on_job, "job.status"))["state"] != "CANCELLED":
+        pass  # the state at connect may come first
+    await on_job.disconnect()
