@@ -22,6 +22,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -215,8 +216,9 @@ async def _agent(
     until: float,
     stats: dict[str, Any],
 ) -> None:
-    """One node posting every second, like the agent at --interval 1."""
-    next_at = time.time()
+    """One node posting every second, like the agent at --interval 1, at its own phase (agents
+    start at different moments; in step they would post in bursts)."""
+    next_at = time.time() + random.random()
     while next_at < until:
         await asyncio.sleep(max(0.0, next_at - time.time()))
         # Await first, then add: `x += await f()` reads x before the await and loses updates.

@@ -137,7 +137,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "portal")},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
+                # blocking pop: an idle consumer's read would time out and kill it.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": env_str("CHANNEL_PREFIX", "portal"),
+            },
         }
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
