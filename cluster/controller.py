@@ -226,7 +226,14 @@ class Controller:
             self._dirty = True
 
     def _pods_of(self, job_obj: Obj) -> list[Obj]:
-        return list(self.pods.get(job_obj["metadata"]["name"], {}).values())
+        """The Job's pods; asked of the API when a failure arrives before its pods' reports."""
+        name = job_obj["metadata"]["name"]
+        pods = list(self.pods.get(name, {}).values())
+        failed = job_signature(job_obj)[1]
+        if failed and not any(pod_signature(p)[2] is not None for p in pods):
+            selector = f"batch.kubernetes.io/job-name={name}"
+            pods = self.backend.list("pods", selector).items
+        return pods
 
     def _pod(self, type_: str, pod: Obj) -> None:
         labels = (pod.get("metadata") or {}).get("labels") or {}
