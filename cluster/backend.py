@@ -44,7 +44,7 @@ class ClusterBackend(Protocol):
         """Delete a Job and, in the background, its pods; False when it was already gone."""
 
     def list(self, kind: str, label_selector: str = "") -> Listing:
-        """kind is one of "jobs", "pods", "nodes", across all namespaces."""
+        """kind is one of "jobs", "pods", "nodes", "events", across all namespaces."""
 
     def watch(
         self, kind: str, resource_version: str, label_selector: str = "", timeout_s: int = 60

@@ -30,6 +30,7 @@ from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     HOLDING,
+    explain_admitted,
     job_signature,
     node_lost,
     observe_job,
@@ -133,7 +134,7 @@ class Controller:
             Watcher(
                 self.backend,
                 kind,
-                "" if kind == "nodes" else SELECTOR,
+                "" if kind in ("nodes", "events") else SELECTOR,
                 version,
                 self.seen,
                 self._watch_stop,
@@ -205,6 +206,8 @@ class Controller:
         self.stats.relists += 1
         if seen.kind == "nodes":
             self._nodes(list(seen.items))
+        elif seen.kind == "events":
+            return
         elif seen.kind == "pods":
             self.pods.clear()
             for pod in seen.items:
@@ -213,7 +216,10 @@ class Controller:
             self.reconcile_jobs(list(seen.items))
 
     def _event(self, kind: str, type_: str, obj: Obj) -> None:
-        if kind == "nodes":
+        if kind == "events":
+            if type_ != "DELETED":
+                explain_admitted(obj)
+        elif kind == "nodes":
             self._node(obj)
         elif kind == "pods":
             self._pod(type_, obj)
@@ -367,6 +373,8 @@ class Controller:
             "nodes": nodes.resource_version,
             "jobs": jobs.resource_version,
             "pods": pods.resource_version,
+            # Only what happens from now on: old events say nothing about the present.
+            "events": self.backend.list("events").resource_version,
         }
 
     def reconcile_jobs(self, items: list[Obj]) -> None:

@@ -129,6 +129,7 @@ class KubernetesBackend:
         "jobs": "/apis/batch/v1/jobs",
         "pods": "/api/v1/pods",
         "nodes": "/api/v1/nodes",
+        "events": "/api/v1/events",
     }
 
     def list(self, kind: str, label_selector: str = "") -> Listing:
@@ -141,6 +142,7 @@ class KubernetesBackend:
             "jobs": self.batch.list_job_for_all_namespaces,
             "pods": self.core.list_pod_for_all_namespaces,
             "nodes": self.core.list_node,
+            "events": self.core.list_event_for_all_namespaces,
         }[kind]
 
     def watch(

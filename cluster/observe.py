@@ -7,6 +7,7 @@ or about a job that has already ended change nothing, so replays and duplicates 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -154,6 +155,27 @@ def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
         job.save(update_fields=["exit_code"])
         return f"exit code {codes[0]}"
     return f"failed: {condition.get('reason', 'unknown')} {condition.get('message', '')}".strip()
+
+
+POD_OF_JOB = re.compile(r"^job-(\d+)-(\d+)-")
+
+
+def explain_admitted(event: Obj) -> bool:
+    """A warning about an admitted job's pod (FailedScheduling, image pull...) becomes its reason.
+
+    The job keeps its state: the cluster may still sort it out; the reason tells the owner why
+    it has not started yet. Returns whether a job's reason changed.
+    """
+    involved = event.get("involvedObject") or {}
+    match = POD_OF_JOB.match(str(involved.get("name", "")))
+    if event.get("type") != "Warning" or involved.get("kind") != "Pod" or match is None:
+        return False
+    job_id, attempt = int(match.group(1)), match.group(2)
+    reason = f"{event.get('reason', 'Warning')}: {event.get('message', '')}"[:255]
+    updated = Job.unscoped.filter(
+        pk=job_id, state=State.ADMITTED, k8s_name=f"job-{job_id}-{attempt}"
+    ).update(state_reason=reason)
+    return bool(updated)
 
 
 def jobs_on_node(node: str) -> list[int]:

@@ -101,3 +101,29 @@ def test_cancel_deletes_the_kubernetes_job(cluster: Cluster) -> None:
         lambda: not any(o["metadata"]["name"] == name for o in cluster.backend.list("jobs").items)
     )
     assert cluster.state(job) == State.CANCELLED
+
+
+def test_a_warning_about_an_admitted_jobs_pod_becomes_its_reason(cluster: Cluster) -> None:
+    cluster.controller._create = lambda job: None  # type: ignore[method-assign]  # no pods yet
+    job = cluster.submit(runtime_s=3)
+    cluster.drive(lambda: cluster.state(job) == State.ADMITTED)
+    cluster.backend.core.create_namespaced_event(
+        "gpu-vision",
+        {
+            "metadata": {"name": "warning-1", "namespace": "gpu-vision"},
+            "involvedObject": {
+                "kind": "Pod",
+                "name": f"{job.k8s_name}-0-abcde",
+                "namespace": "gpu-vision",
+            },
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu.",
+        },
+    )
+    cluster.drive(
+        lambda: (
+            cluster.state(job) == State.ADMITTED
+            and job.state_reason.startswith("FailedScheduling: 0/12 nodes")
+        )
+    )
