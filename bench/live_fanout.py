@@ -502,7 +502,11 @@ def main() -> None:
             browser_proc.join(timeout=30)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # open websockets can hold a graceful stop
+            server.kill()
+            server.wait()
     _report(args, stats, browsers, cpu, load)
 
 

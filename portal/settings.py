@@ -139,8 +139,9 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
-                # blocking pop: an idle consumer's read would time out and kill it.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # blocking pop: an idle consumer's read would time out and kill it. Its pool
+                # also refuses a 101st connection at once, which 1,000 sockets closing reach.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 2000}],
                 "prefix": env_str("CHANNEL_PREFIX", "portal"),
             },
         }
