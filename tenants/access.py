@@ -48,6 +48,3 @@ def access_team(user: AnyUser, slug: str, *, manage: bool = False) -> Team:
         raise PermissionDenied("Only the team's leads and platform admins can change this team.")
     return team
 
-
-def visible_teams(user: AnyUser) -> list[Team]:
-    return list(Team.objects.filter(id__in=visible_team_ids(user)).select_related("parent"))
