@@ -47,4 +47,3 @@ def access_team(user: AnyUser, slug: str, *, manage: bool = False) -> Team:
     if manage and not can_manage_team(user, team):
         raise PermissionDenied("Only the team's leads and platform admins can change this team.")
     return team
-
