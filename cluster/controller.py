@@ -17,6 +17,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
@@ -380,14 +381,13 @@ class Controller:
     def reconcile_jobs(self, items: list[Obj]) -> None:
         """Nothing lost, nothing twice: recreate what the database expects, delete strays."""
         present = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
-        expected = {
-            (namespace, name)
-            for namespace, name in Job.unscoped.exclude(k8s_name="")
+        known = (
+            Job.unscoped.exclude(k8s_name="")
             .exclude(state=State.CANCELLED)
             .values_list("team__slug", "k8s_name")
             .iterator(chunk_size=5000)
-            for namespace in [f"{self._prefix()}{namespace}"]
-        }
+        )
+        expected = {(f"{settings.NAMESPACE_PREFIX}-{slug}", name) for slug, name in known}
         for key in present.keys() - expected:
             self._stray(*key)
         missing = Job.unscoped.filter(state__in=HOLDING).select_related(
@@ -408,11 +408,6 @@ class Controller:
             if job.state == State.RUNNING:
                 requeue_or_fail(job, "its Job object vanished from the cluster")
                 self._dirty = True
-
-    def _prefix(self) -> str:
-        from django.conf import settings
-
-        return f"{settings.NAMESPACE_PREFIX}-"
 
     def _stray(self, namespace: str, name: str) -> None:
         log.warning("deleting stray Job %s/%s", namespace, name)
