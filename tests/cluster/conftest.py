@@ -57,7 +57,7 @@ class Cluster:
 
     def submit(self, runtime_s: float = 2.0, exit_code: int = 0, **overrides: Any) -> Job:
         env = {
-            "KUBESIM_RUNTIME_SECONDS": str(runtime_s * SPEED / SPEED),
+            "KUBESIM_RUNTIME_SECONDS": str(runtime_s),
             "KUBESIM_EXIT_CODE": str(exit_code),
             **overrides.pop("env", {}),
         }
