@@ -29,10 +29,6 @@ SIMULATION_HINTS = {
 RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("enforce", "warn")}
 
 
-def namespace_name(team: Team) -> str:
-    return team.namespace
-
-
 def job_name(job: Job) -> str:
     """Deterministic, so a retried create meets 409 instead of making a second Job."""
     return f"job-{job.pk}-{job.attempts}"
@@ -48,7 +44,7 @@ def _labels(team: Team) -> dict[str, str]:
 
 def team_objects(team: Team, gpu_limit: int) -> list[dict[str, Any]]:
     """Namespace, ResourceQuota, LimitRange, default-deny NetworkPolicy, quiet service account."""
-    ns, labels = namespace_name(team), _labels(team)
+    ns, labels = team.namespace, _labels(team)
     meta = {"namespace": ns, "labels": labels}
     return [
         {
@@ -156,7 +152,7 @@ def job_object(job: Job) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": namespace_name(job.team),
+            "namespace": job.team.namespace,
             "labels": labels,
             "annotations": {
                 ANNOTATION_OWNER: job.owner.get_username(),
