@@ -3,11 +3,18 @@
 The head row is updated first: on PostgreSQL that takes its row lock, on SQLite (IMMEDIATE
 transactions) the write lock is already held, so concurrent writers line up and never fork the
 chain. A rolled-back action rolls its audit event and the head back with it.
+
+Inside `batch()` (the controller applying hundreds of changes in one transaction) the events
+are chained and written together when the block ends: one head advance for all of them, which
+also holds the head's lock for the shortest time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, models, transaction
@@ -39,21 +46,62 @@ def _target(target: models.Model | tuple[str, str] | None) -> tuple[str, str]:
     return target._meta.label_lower, str(target.pk)
 
 
-def _advance_head() -> tuple[int, str]:
-    """Take the next sequence number and the previous hash in one locking statement."""
+def _advance_head(count: int) -> tuple[int, str]:
+    """Take `count` sequence numbers and the previous hash in one locking statement.
+
+    Returns the first number taken and the hash the first event links to.
+    """
     table = AuditHead._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
+        cursor.execute(
+            f"UPDATE {table} SET seq = seq + %s WHERE id = 1 RETURNING seq, hash", [count]
+        )
         row = cursor.fetchone()
     if row is not None:
-        return int(row[0]), str(row[1])
+        return int(row[0]) - count + 1, str(row[1])
     # The migration creates the head; this covers a database emptied since (test flushes).
     try:
         with transaction.atomic():
-            AuditHead.objects.create(pk=1, seq=1)
+            AuditHead.objects.create(pk=1, seq=count)
         return 1, GENESIS_HASH
     except IntegrityError:  # another writer created it first: take our turn after it
-        return _advance_head()
+        return _advance_head(count)
+
+
+def _append(events: list[AuditEvent]) -> None:
+    seq, prev_hash = _advance_head(len(events))
+    for event in events:
+        event.seq, event.prev_hash = seq, prev_hash
+        event.hash = prev_hash = event_hash(event, prev_hash)
+        seq += 1
+    if len(events) == 1:
+        events[0].save()
+    else:
+        AuditEvent.chain.bulk_create(events, batch_size=1000)
+    AuditHead.objects.filter(pk=1).update(hash=prev_hash)
+
+
+_pending: ContextVar[list[AuditEvent] | None] = ContextVar("audit_batch", default=None)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Chain and write the events recorded inside together when the block ends.
+
+    Open it inside the transaction the changes are made in; after an exception nothing is
+    written (the transaction rolls back anyway). Inside an outer batch this joins it.
+    """
+    if _pending.get() is not None:
+        yield
+        return
+    events: list[AuditEvent] = []
+    token = _pending.set(events)
+    try:
+        yield
+        if events:
+            _append(events)
+    finally:
+        _pending.reset(token)
 
 
 def record(
@@ -67,12 +115,10 @@ def record(
 ) -> AuditEvent:
     if not connection.in_atomic_block:
         raise AuditOutsideTransaction(f"audit event {action!r} written outside a transaction")
-    seq, prev_hash = _advance_head()
     context = current_request_context()
     target_type, target_id = _target(target)
     actor_known = actor is not None and actor.is_authenticated
     event = AuditEvent(
-        seq=seq,
         at=timezone.now(),
         actor_id=actor.pk if actor_known and actor else None,
         actor_name=actor.get_username() if actor_known and actor else "",
@@ -85,9 +131,10 @@ def record(
         after=snapshot(after),
         request_id=context.request_id if context else "",
         ip=(context.ip or "") if context else "",
-        prev_hash=prev_hash,
     )
-    event.hash = event_hash(event, prev_hash)
-    event.save()
-    AuditHead.objects.filter(pk=1).update(hash=event.hash)
+    pending = _pending.get()
+    if pending is not None:
+        pending.append(event)  # numbered and chained when the batch ends
+    else:
+        _append([event])
     return event

@@ -12,9 +12,12 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
+from audit import record as audit
 from audit.record import record
+from jobs import states
 from jobs.models import Job, State
 from jobs.states import transition
+from portal.bulk import update_rows
 from scheduler import Decisions, Pending
 
 # Rows are locked with FOR UPDATE OF the job table only: locking the joined team, queue and user
@@ -81,7 +84,7 @@ def _notice(job: Job, reason: str, for_job: int, grace_until: datetime) -> None:
     job.state_reason = (
         f"preemption notice ({reason}) for job {for_job}: stops by {grace_until:%H:%M:%S}"
     )
-    job.save(update_fields=["grace_until", "preempted_for", "state_reason"])
+    states.save(job, ["grace_until", "preempted_for", "state_reason"])
     record(
         "job.preempt_notice",
         actor=None,
@@ -125,7 +128,7 @@ def _pending(decisions: dict[int, Pending]) -> None:
             latest,
         )
         changed.append(job)
-    Job.unscoped.bulk_update(
+    update_rows(
         changed,
         [
             "pending_code",
@@ -134,13 +137,13 @@ def _pending(decisions: dict[int, Pending]) -> None:
             "estimated_start",
             "estimated_start_latest",
         ],
-        batch_size=500,
     )
 
 
 def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
     applied = Applied()
-    with transaction.atomic():
+    # One transaction; the moves, their JobEvents and audit events are written together.
+    with transaction.atomic(), audit.batch(), states.batch():
         wanted = [p.job_id for p in decisions.preemptions] + [
             a.job_id for a in decisions.admissions
         ]
@@ -149,6 +152,7 @@ def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
             for job in Job.unscoped.select_for_update(of=("self",))
             .select_related("team", "owner", "queue", "gpu_type")
             .filter(pk__in=wanted)
+            .order_by("pk")
         }
         for preemption in decisions.preemptions:
             victim = jobs.get(preemption.job_id)

@@ -43,11 +43,16 @@ class ClusterBackend(Protocol):
     def delete_job(self, namespace: str, name: str) -> bool:
         """Delete a Job and, in the background, its pods; False when it was already gone."""
 
-    def list(self, kind: str, label_selector: str = "") -> Listing:
+    def list(self, kind: str, label_selector: str = "", field_selector: str = "") -> Listing:
         """kind is one of "jobs", "pods", "nodes", "events", across all namespaces."""
 
     def watch(
-        self, kind: str, resource_version: str, label_selector: str = "", timeout_s: int = 60
+        self,
+        kind: str,
+        resource_version: str,
+        label_selector: str = "",
+        timeout_s: int = 60,
+        field_selector: str = "",
     ) -> Iterator[WatchEvent]:
         """Changes since resource_version; raises Expired when the history no longer has it."""
 

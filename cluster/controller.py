@@ -14,14 +14,18 @@ import socket
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from audit import record as audit
 from audit.record import record
 from cluster import lease
 from cluster.apply import apply_decisions, stop_preempted
@@ -31,6 +35,7 @@ from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     HOLDING,
+    LockedJobs,
     explain_admitted,
     job_signature,
     node_lost,
@@ -43,11 +48,22 @@ from cluster.observe import (
 from cluster.provision import Provisioner
 from cluster.snapshot import build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
+from jobs import states
 from jobs.models import Job, State
 from scheduler import PolicyConfig, schedule
 
 log = logging.getLogger(__name__)
 SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
+WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
+MAX_BATCH = 2000
+"""Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
+
+
+@contextmanager
+def writing() -> Iterator[LockedJobs]:
+    """One transaction in which job rows are locked together and every change is batched."""
+    with transaction.atomic(), audit.batch(), states.batch():
+        yield LockedJobs()
 
 
 @dataclass
@@ -99,6 +115,7 @@ class Controller:
         # What was last mapped per object, so repeated reports of the same state cost nothing.
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
+        self.locked = LockedJobs()  # replaced by each `writing()` block's own
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -139,6 +156,7 @@ class Controller:
                 version,
                 self.seen,
                 self._watch_stop,
+                fields=WARNINGS if kind == "events" else "",
             )
             for kind, version in versions.items()
         ]
@@ -165,7 +183,7 @@ class Controller:
         if now - self._last["reconcile"] >= self.timing.reconcile_every_s:
             jobs = self.backend.list("jobs", SELECTOR).items
             self.reconcile_jobs(jobs)
-            with transaction.atomic():  # catches up on any report a failed batch dropped
+            with self._writing():  # catches up on any report a failed batch dropped
                 for obj in jobs:
                     self._event("jobs", "MODIFIED", obj)
             self.provisioner.sync()
@@ -177,22 +195,34 @@ class Controller:
 
     # -- taking in what the cluster reports -------------------------------------------------------
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with writing() as self.locked:
+            yield
+
     def _drain(self, wait_s: float) -> None:
         try:
             first = self.seen.get(timeout=wait_s)
         except queue.Empty:
             return
         batch = [first]
-        while True:
+        while len(batch) < MAX_BATCH:
             try:
                 batch.append(self.seen.get_nowait())
             except queue.Empty:
                 break
-        # One transaction (one commit) for the whole batch: at hundreds of events a second the
-        # commits, not the work, were the cost. If it fails, nothing of it was applied and the
+        # One transaction (one commit) for the whole batch, the jobs it is about locked in one
+        # query and their changes written together: at hundreds of events a second the round
+        # trips, not the work, were the cost. If it fails, nothing of it was applied and the
         # next reconciliation maps the listed objects again.
         try:
-            with transaction.atomic():
+            with self._writing():
+                self.locked.lock(
+                    job_id
+                    for seen in batch
+                    if seen.kind in ("jobs", "pods") and seen.object is not None
+                    if (job_id := portal_job_id(seen.object)) is not None
+                )
                 for seen in batch:
                     self.stats.counts[f"{seen.kind}.{seen.type}"] += 1
                     if seen.type == "RELIST":
@@ -229,7 +259,8 @@ class Controller:
             if self._signatures.get(obj["metadata"]["name"]) == signature:
                 return
             self._signatures[obj["metadata"]["name"]] = signature
-            self._delete_all([d] if (d := observe_job(obj, self._pods_of(obj))) else [])
+            deletion = observe_job(obj, self._pods_of(obj), self.locked)
+            self._delete_all([deletion] if deletion else [])
             self._dirty = True
 
     def _pods_of(self, job_obj: Obj) -> list[Obj]:
@@ -256,7 +287,7 @@ class Controller:
         if self._signatures.get(name) == signature:
             return  # nothing the portal maps has changed (heartbeats, IPs, timestamps)
         self._signatures[name] = signature
-        deletion = observe_pod(pod)
+        deletion = observe_pod(pod, self.locked)
         if deletion:
             self._delete_all([deletion])
             self._dirty = True
@@ -266,7 +297,7 @@ class Controller:
 
     def _follow_log(self, pod: Obj) -> None:
         job_id = portal_job_id(pod)
-        job = Job.unscoped.select_related("team").filter(pk=job_id).first() if job_id else None
+        job = self.locked.get(job_id) if job_id else None  # locked already by the pod's report
         if job is not None:
             self.followers.follow(job, pod["metadata"]["namespace"], pod["metadata"]["name"])
 
@@ -275,12 +306,12 @@ class Controller:
         if changed:
             self._dirty = True
             if not node.ready:
-                self._delete_all(node_lost(node.name))
+                self._delete_all(node_lost(node.name, self.locked))
 
     def _nodes(self, items: list[Obj]) -> None:
         for node in sync_nodes(items):
             if not node.ready:
-                self._delete_all(node_lost(node.name))
+                self._delete_all(node_lost(node.name, self.locked))
         self._dirty = True
 
     def _notice_submissions(self) -> None:
@@ -328,20 +359,21 @@ class Controller:
             log.warning("deleting %s/%s: %s (reconciliation retries)", namespace, name, exc)
 
     def _delete_all(self, deletions: list[tuple[str, str]]) -> None:
+        """Delete these Kubernetes Jobs once the transaction deciding it commits."""
         for namespace, name in deletions:
             if name:
-                self.kube_pool.submit(self._delete, namespace, name)
+                transaction.on_commit(partial(self.kube_pool.submit, self._delete, namespace, name))
 
     def _expire_grace(self) -> None:
         due = Job.unscoped.filter(state__in=HOLDING, grace_until__lte=timezone.now())
-        for job_id in due.values_list("id", flat=True):
-            with transaction.atomic():
-                job = (
-                    Job.unscoped.select_for_update(of=("self",))
-                    .select_related("team")
-                    .get(pk=job_id)
-                )
-                if job.state in HOLDING and job.grace_until is not None:
+        job_ids = list(due.values_list("id", flat=True))
+        if not job_ids:
+            return
+        with self._writing():
+            self.locked.lock(job_ids)
+            for job_id in job_ids:
+                job = self.locked.get(job_id)
+                if job is not None and job.state in HOLDING and job.grace_until is not None:
                     reason = f"preempted for job {job.preempted_for_id} after its grace period"
                     self._delete_all([stop_preempted(job, reason)])
                     self._dirty = True
@@ -359,23 +391,32 @@ class Controller:
         """On taking the lead: nodes, namespaces, then jobs and pods as the cluster has them."""
         self.provisioner.forget()
         nodes = self.backend.list("nodes")
-        self._nodes(nodes.items)
+        with self._writing():
+            self._nodes(nodes.items)
         self.provisioner.sync()
         jobs = self.backend.list("jobs", SELECTOR)
         pods = self.backend.list("pods", SELECTOR)
         self.pods.clear()
-        for pod in pods.items:
-            self._pod("MODIFIED", pod)
+        with self._writing():
+            self.locked.lock(
+                job_id for obj in pods.items if (job_id := portal_job_id(obj)) is not None
+            )
+            for pod in pods.items:
+                self._pod("MODIFIED", pod)
         self.reconcile_jobs(jobs.items)
-        for obj in jobs.items:
-            self._event("jobs", "MODIFIED", obj)
+        with self._writing():
+            self.locked.lock(
+                job_id for obj in jobs.items if (job_id := portal_job_id(obj)) is not None
+            )
+            for obj in jobs.items:
+                self._event("jobs", "MODIFIED", obj)
         self._last["reconcile"] = time.monotonic()
         return {
             "nodes": nodes.resource_version,
             "jobs": jobs.resource_version,
             "pods": pods.resource_version,
             # Only what happens from now on: old events say nothing about the present.
-            "events": self.backend.list("events").resource_version,
+            "events": self.backend.list("events", field_selector=WARNINGS).resource_version,
         }
 
     def reconcile_jobs(self, items: list[Obj]) -> None:
@@ -393,21 +434,26 @@ class Controller:
         missing = Job.unscoped.filter(state__in=HOLDING).select_related(
             "team", "owner", "queue", "gpu_type"
         )
+        vanished = []
         for job in missing.iterator(chunk_size=1000):
             if (job.team.namespace, job.k8s_name) in present:
                 continue
             if job.state == State.ADMITTED:  # admitted, but the create never got through
                 self.kube_pool.submit(self._create, job)
             else:
-                self._vanished(job.pk)
+                vanished.append(job.pk)
+        if vanished:
+            self._vanished(vanished)
 
-    def _vanished(self, job_id: int) -> None:
-        """A running job's Job object is gone from the cluster: run it again from the queue."""
-        with transaction.atomic():
-            job = Job.unscoped.select_for_update(of=("self",)).select_related("team").get(pk=job_id)
-            if job.state == State.RUNNING:
-                requeue_or_fail(job, "its Job object vanished from the cluster")
-                self._dirty = True
+    def _vanished(self, job_ids: list[int]) -> None:
+        """Running jobs whose Job objects are gone from the cluster: run them again."""
+        with self._writing():
+            self.locked.lock(job_ids)
+            for job_id in job_ids:
+                job = self.locked.get(job_id)
+                if job is not None and job.state == State.RUNNING:
+                    requeue_or_fail(job, "its Job object vanished from the cluster")
+                    self._dirty = True
 
     def _stray(self, namespace: str, name: str) -> None:
         log.warning("deleting stray Job %s/%s", namespace, name)

@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException, RESTResponse
 
 from cluster.backend import Expired, Listing, Obj, Unavailable, WatchEvent
 
@@ -38,8 +38,6 @@ class KubernetesBackend:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -67,11 +65,21 @@ class KubernetesBackend:
         scope = f"/namespaces/{namespace}" if namespace else ""
         return f"{base}{scope}/{plural}", obj["metadata"]["name"]
 
-    def _raw(
-        self, method: str, path: str, body: Obj | None = None, query: dict[str, str] | None = None
-    ) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None = None,
+        query: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        accept: str = "application/json",
+    ) -> RESTResponse:
+        """Send one request through the client's configuration, auth and connection pool.
+
+        The body is left unread (for streams); an error status raises with the body read.
+        """
         content = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        headers = {"Accept": "application/json", "Content-Type": content}
+        headers = {"Accept": accept, "Content-Type": content}
         request = self.api.param_serialize(
             method=method,
             resource_path=path,
@@ -80,13 +88,20 @@ class KubernetesBackend:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._call(self.api.call_api, *request)
-        response.read()
+        response = self._call(self.api.call_api, *request, _request_timeout=timeout_s)
         if response.status >= 400:
+            response.read()
             exc = ApiException(http_resp=response)
             if response.status >= 500:
                 raise _unavailable(exc)
             raise exc
+        return response
+
+    def _raw(
+        self, method: str, path: str, body: Obj | None = None, query: dict[str, str] | None = None
+    ) -> Any:
+        response = self._request(method, path, body, query)
+        response.read()
         return json.loads(response.data or b"null")
 
     def apply(self, obj: Obj) -> None:
@@ -109,14 +124,9 @@ class KubernetesBackend:
         return True
 
     def delete_job(self, namespace: str, name: str) -> bool:
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
         try:
-            self._call(
-                self.batch.delete_namespaced_job,
-                name,
-                namespace,
-                propagation_policy="Background",
-                _preload_content=False,
-            )
+            self._raw("DELETE", path, {"propagationPolicy": "Background"})
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -132,63 +142,69 @@ class KubernetesBackend:
         "events": "/api/v1/events",
     }
 
-    def list(self, kind: str, label_selector: str = "") -> Listing:
-        query = {"labelSelector": label_selector} if label_selector else {}
+    @staticmethod
+    def _selectors(labels: str, fields: str) -> dict[str, str]:
+        query = {"labelSelector": labels} if labels else {}
+        return query | ({"fieldSelector": fields} if fields else {})
+
+    def list(self, kind: str, label_selector: str = "", field_selector: str = "") -> Listing:
+        query = self._selectors(label_selector, field_selector)
         body = self._raw("GET", self._LISTS[kind], query=query)
         return Listing(body.get("items") or [], body["metadata"]["resourceVersion"])
 
-    def _list_function(self, kind: str) -> Any:
-        return {
-            "jobs": self.batch.list_job_for_all_namespaces,
-            "pods": self.core.list_pod_for_all_namespaces,
-            "nodes": self.core.list_node,
-            "events": self.core.list_event_for_all_namespaces,
-        }[kind]
-
     def watch(
-        self, kind: str, resource_version: str, label_selector: str = "", timeout_s: int = 60
+        self,
+        kind: str,
+        resource_version: str,
+        label_selector: str = "",
+        timeout_s: int = 60,
+        field_selector: str = "",
     ) -> Iterator[WatchEvent]:
-        stream = watch.Watch().stream(
-            self._list_function(kind),
-            resource_version=resource_version,
-            label_selector=label_selector,
-            timeout_seconds=timeout_s,
-            allow_watch_bookmarks=True,
-            _request_timeout=timeout_s + 10,
-        )
+        # The stream is read line by line as raw JSON: the client's own Watch turns every event
+        # into its typed model first, which cost more than everything the controller then did.
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_s),
+            "allowWatchBookmarks": "true",
+            **self._selectors(label_selector, field_selector),
+        }
         try:
-            for event in stream:
-                raw = event["raw_object"]
+            response = self._request(
+                "GET", self._LISTS[kind], query=query, timeout_s=timeout_s + 10
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(str(exc.reason)) from exc
+            raise _unavailable(exc) from exc
+        try:
+            for line in _lines(response):
+                event = json.loads(line)
+                raw = event["object"]
                 if event["type"] == "ERROR":
                     if raw.get("code") == 410:
                         raise Expired(raw.get("message", "resourceVersion too old"))
                     raise Unavailable(f"watch error: {raw.get('message')}")
                 yield WatchEvent(event["type"], raw)
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Expired(str(exc.reason)) from exc
-            raise _unavailable(exc) from exc
         except Exception as exc:
             if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
                 raise _unavailable(exc) from exc
             raise
+        finally:
+            response.response.release_conn()
 
     def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+        query = {"follow": "true"} if follow else {}
         try:
-            response = self._call(
-                self.core.read_namespaced_pod_log,
-                pod,
-                namespace,
-                follow=follow,
-                _preload_content=False,
-            )
+            response = self._request("GET", path, query=query, accept="*/*")
         except ApiException as exc:
             if exc.status in (400, 404):  # still waiting to start, or already gone
                 return
             raise
         pending = b""
         try:
-            for data in response.stream(4096):
+            for data in response.response.stream(4096):
                 pending += data
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
@@ -200,7 +216,7 @@ class KubernetesBackend:
                 raise _unavailable(exc) from exc  # the follower resumes when the pod reports
             raise
         finally:
-            response.release_conn()
+            response.response.release_conn()
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         current = self._raw("GET", f"/api/v1/nodes/{node}")
@@ -216,3 +232,14 @@ class KubernetesBackend:
             f"/api/v1/nodes/{node}",
             {"spec": {"unschedulable": unschedulable or None, "taints": taints or None}},
         )
+
+
+def _lines(response: RESTResponse) -> Iterator[bytes]:
+    """The non-empty lines of a streamed response body, as they arrive."""
+    pending = b""
+    for data in response.response.stream(65536):
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending

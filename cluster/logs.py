@@ -1,20 +1,24 @@
 """Follow running pods' logs and persist them in chunks, so logs outlive their pods.
 
-A bounded pool of follower threads reads each pod's log from the start; on a restart the lines
-already stored are skipped, so nothing is lost or stored twice. Lines are flushed as a chunk
+A bounded pool of follower threads reads each pod's log from the start and hands its lines,
+numbered from the log's first line, to one writer thread. The writer stores whatever has
+arrived from every pod in one transaction (one INSERT for all the chunks) and then streams the
+chunks. Lines already stored are skipped, so a follower started again (a controller restart, a
+pod reported twice) loses nothing and stores nothing twice. A follower hands its lines over
 every FLUSH_S or FLUSH_LINES, whichever comes first.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
+from dataclasses import dataclass
 
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Max, Sum
 
 from cluster.backend import ClusterBackend, Unavailable
@@ -25,36 +29,32 @@ from jobs.streams import publish_log_chunk
 log = logging.getLogger(__name__)
 FLUSH_S = 0.5
 FLUSH_LINES = 200
+WRITE_BATCH = 500
+"""Pieces stored in one transaction at most."""
+
+Key = tuple[int, str]  # (job id, pod name)
 
 
-def store_chunk(job: Job, pod: str, lines: list[str]) -> JobLogChunk:
-    """Append lines to a pod's log; numbering continues from what is stored."""
-    with transaction.atomic():
-        stored = (
-            JobLogChunk.objects.for_team(job.team)
-            .filter(job=job, pod=pod)
-            .aggregate(seq=Max("seq"), lines=Sum("line_count"))
-        )
-        chunk = JobLogChunk.objects.create(
-            team=job.team,
-            job=job,
-            pod=pod,
-            seq=(stored["seq"] or 0) + 1,
-            first_line=(stored["lines"] or 0) + 1,
-            line_count=len(lines),
-            text="\n".join(lines),
-        )
-        publish_log_chunk(chunk)
-    return chunk
+@dataclass(frozen=True)
+class Piece:
+    """Lines of one pod's log, the first being line `first_line` (1-based) of the whole log."""
+
+    team_id: int
+    job_id: int
+    pod: str
+    first_line: int
+    lines: tuple[str, ...]
+
+    @property
+    def key(self) -> Key:
+        return (self.job_id, self.pod)
 
 
-def stored_lines(job: Job, pod: str) -> int:
-    total = (
-        JobLogChunk.objects.for_team(job.team)
-        .filter(job=job, pod=pod)
-        .aggregate(n=Sum("line_count"))["n"]
-    )
-    return int(total or 0)
+@dataclass(frozen=True)
+class Finished:
+    """A follower is done with a pod: the writer may forget what it knew of it."""
+
+    key: Key
 
 
 def _batches(lines: Iterator[str]) -> Iterator[list[str]]:
@@ -69,14 +69,74 @@ def _batches(lines: Iterator[str]) -> Iterator[list[str]]:
         yield batch
 
 
+class LogWriter:
+    """Stores pieces from every follower; keeps (chunks, lines) stored per pod it is following."""
+
+    def __init__(self) -> None:
+        self.stored: dict[Key, tuple[int, int]] = {}
+
+    def write(self, items: list[Piece | Finished]) -> list[JobLogChunk]:
+        pieces = [item for item in items if isinstance(item, Piece)]
+        with transaction.atomic():
+            self._load({piece.key for piece in pieces} - self.stored.keys())
+            chunks = []
+            for piece in pieces:
+                seq, lines = self.stored[piece.key]
+                skip = lines - (piece.first_line - 1)  # lines of this piece already stored
+                fresh = piece.lines[max(0, skip) :]
+                if not fresh:
+                    continue
+                chunks.append(
+                    JobLogChunk(
+                        team_id=piece.team_id,
+                        job_id=piece.job_id,
+                        pod=piece.pod,
+                        seq=seq + 1,
+                        first_line=lines + 1,
+                        line_count=len(fresh),
+                        text="\n".join(fresh),
+                    )
+                )
+                self.stored[piece.key] = (seq + 1, lines + len(fresh))
+            try:
+                JobLogChunk.unscoped.bulk_create(chunks)
+            except DatabaseError:
+                self.stored.clear()  # what was counted in memory did not get stored
+                raise
+            for chunk in chunks:
+                publish_log_chunk(chunk)
+        for item in items:
+            if isinstance(item, Finished):
+                self.stored.pop(item.key, None)
+        return chunks
+
+    def _load(self, keys: set[Key]) -> None:
+        if not keys:
+            return
+        stored = (
+            JobLogChunk.unscoped.filter(job_id__in={job_id for job_id, _ in keys})
+            .values("job_id", "pod")
+            .annotate(seq=Max("seq"), lines=Sum("line_count"))
+        )
+        found = {(row["job_id"], row["pod"]): (row["seq"], row["lines"]) for row in stored}
+        for key in keys:
+            self.stored[key] = found.get(key, (0, 0))
+
+
 class LogFollowers:
     """One follower per pod at most, on a bounded pool; safe to ask for a pod many times."""
 
     def __init__(self, backend: ClusterBackend, workers: int = 16) -> None:
         self.backend = backend
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log")
-        self.active: set[tuple[int, str]] = set()
+        self.active: set[Key] = set()
         self.lock = threading.Lock()
+        self.writer = LogWriter()
+        self.outbox: queue.Queue[Piece | Finished] = queue.Queue()
+        self._stop = threading.Event()
+        self._writer_thread = threading.Thread(target=self._write_loop, name="log-writer")
+        self._writer_thread.daemon = True
+        self._writer_thread.start()
 
     def follow(self, job: Job, namespace: str, pod: str) -> None:
         key = (job.pk, pod)
@@ -84,21 +144,53 @@ class LogFollowers:
             if key in self.active:
                 return
             self.active.add(key)
-        self.pool.submit(self._run, job, namespace, pod, key)
+        self.pool.submit(self._run, job.team_id, job.pk, namespace, pod)
 
-    def _run(self, job: Job, namespace: str, pod: str, key: tuple[int, str]) -> None:
+    def _run(self, team_id: int, job_id: int, namespace: str, pod: str) -> None:
+        first_line = 1
         try:
-            lines = self.backend.pod_log(namespace, pod, follow=True)
-            for batch in _batches(islice(lines, stored_lines(job, pod), None)):
-                store_chunk(job, pod, batch)
+            for lines in _batches(self.backend.pod_log(namespace, pod, follow=True)):
+                self.outbox.put(Piece(team_id, job_id, pod, first_line, tuple(lines)))
+                first_line += len(lines)
         except Unavailable as exc:
             log.info("log of %s/%s not available: %s", namespace, pod, exc)
         except Exception:
             log.exception("following the log of %s/%s", namespace, pod)
         finally:
-            close_old_connections()
+            self.outbox.put(Finished((job_id, pod)))
             with self.lock:
-                self.active.discard(key)
+                self.active.discard((job_id, pod))
+
+    def _write_loop(self) -> None:
+        retry: list[Piece | Finished] = []
+        while not self._stop.is_set():
+            items = retry or self._take()
+            if not items:
+                continue
+            try:
+                self.writer.write(items)
+                retry = []
+            except DatabaseError as exc:  # kept in memory and written when the database is back
+                log.warning("storing log lines: %s; retrying", exc)
+                retry = items
+                close_old_connections()
+                self._stop.wait(1.0)
+            except Exception:
+                log.exception("storing log lines")
+                retry = []
+
+    def _take(self) -> list[Piece | Finished]:
+        try:
+            items = [self.outbox.get(timeout=0.2)]
+        except queue.Empty:
+            return []
+        while len(items) < WRITE_BATCH:
+            try:
+                items.append(self.outbox.get_nowait())
+            except queue.Empty:
+                break
+        return items
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self._stop.set()

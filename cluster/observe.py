@@ -1,23 +1,24 @@
 """Map what Kubernetes reports about a portal job's Job and Pods onto the job's state.
 
 Each function takes a raw object as the API serves it and moves the portal job accordingly,
-inside a transaction with the job row locked. Events about an older attempt (another Job name)
-or about a job that has already ended change nothing, so replays and duplicates are harmless.
+inside the caller's transaction with the job row locked. Events about an older attempt (another
+Job name) or about a job that has already ended change nothing, so replays and duplicates are
+harmless. The rows come from a `LockedJobs`, which locks a whole batch's jobs in one query.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from audit.record import record
 from cluster.backend import Obj
 from cluster.manifests import LABEL_JOB
 from jobs.models import TERMINAL_STATES, Job, State
-from jobs.states import transition
+from jobs.states import save, transition
 
 HOLDING = (State.ADMITTED, State.RUNNING)
 NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
@@ -28,13 +29,35 @@ def portal_job_id(obj: Obj) -> int | None:
     return int(raw) if raw and raw.isdigit() else None
 
 
-def _locked(job_id: int) -> Job | None:
-    return (
-        Job.unscoped.select_for_update(of=("self",))
-        .select_related("team", "owner", "queue", "gpu_type")
-        .filter(pk=job_id)
-        .first()
-    )
+class LockedJobs:
+    """Job rows locked FOR UPDATE until the transaction ends, one object per job.
+
+    `lock()` takes many rows in one query (in id order, so two lockers never deadlock); `get()`
+    fetches one it has not seen. Every change in the transaction goes through the same object,
+    which is what lets `jobs.states.batch()` write them together.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Job | None] = {}
+
+    def lock(self, job_ids: Iterable[int]) -> None:
+        wanted = sorted(set(job_ids) - self._rows.keys())
+        for start in range(0, len(wanted), 1000):
+            chunk = wanted[start : start + 1000]
+            found = {
+                job.pk: job
+                for job in Job.unscoped.select_for_update(of=("self",))
+                .select_related("team", "owner", "queue", "gpu_type")
+                .filter(pk__in=chunk)
+                .order_by("pk")
+            }
+            for job_id in chunk:
+                self._rows[job_id] = found.get(job_id)
+
+    def get(self, job_id: int) -> Job | None:
+        if job_id not in self._rows:
+            self.lock([job_id])
+        return self._rows[job_id]
 
 
 def _k8s_job_name(obj: Obj) -> str:
@@ -90,29 +113,26 @@ def job_signature(obj: Obj) -> tuple[object, ...]:
     return (_condition(obj, "Complete") is not None, _condition(obj, "Failed") is not None)
 
 
-def observe_pod(pod: Obj) -> Deletion | None:
+def observe_pod(pod: Obj, locked: LockedJobs) -> Deletion | None:
     """Running pod → RUNNING; a pod lost with its node → NODE_FAILED and requeue."""
     job_id = portal_job_id(pod)
     if job_id is None:
         return None
-    with transaction.atomic(savepoint=False):
-        job = _locked(job_id)
-        if job is None or job.state not in HOLDING or job.k8s_name != _k8s_job_name(pod):
-            return None
-        node = (pod.get("spec") or {}).get("nodeName", "?")
-        lost = _lost_node(pod)
-        if lost is not None:
-            return requeue_or_fail(
-                job, f"pod {pod['metadata']['name']} lost with node {node} ({lost})"
-            )
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Running", "Succeeded", "Failed") and job.state == State.ADMITTED:
-            transition(job, State.RUNNING, f"pod {pod['metadata']['name']} running on {node}")
-        terminated = _terminated(pod)
-        if terminated is not None and terminated.get("exitCode", 0) != 0 and job.exit_code is None:
-            job.exit_code = int(terminated["exitCode"])
-            job.save(update_fields=["exit_code"])
+    job = locked.get(job_id)
+    if job is None or job.state not in HOLDING or job.k8s_name != _k8s_job_name(pod):
         return None
+    node = (pod.get("spec") or {}).get("nodeName", "?")
+    lost = _lost_node(pod)
+    if lost is not None:
+        return requeue_or_fail(job, f"pod {pod['metadata']['name']} lost with node {node} ({lost})")
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Running", "Succeeded", "Failed") and job.state == State.ADMITTED:
+        transition(job, State.RUNNING, f"pod {pod['metadata']['name']} running on {node}")
+    terminated = _terminated(pod)
+    if terminated is not None and terminated.get("exitCode", 0) != 0 and job.exit_code is None:
+        job.exit_code = int(terminated["exitCode"])
+        save(job, ["exit_code"])
+    return None
 
 
 def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
@@ -122,28 +142,27 @@ def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
     return None
 
 
-def observe_job(obj: Obj, pods: list[Obj]) -> Deletion | None:
+def observe_job(obj: Obj, pods: list[Obj], locked: LockedJobs) -> Deletion | None:
     """The Job's Complete or Failed condition ends the portal job, with the reason."""
     job_id = portal_job_id(obj)
     complete, failed = _condition(obj, "Complete"), _condition(obj, "Failed")
     if job_id is None or not (complete or failed):
         return None
-    with transaction.atomic(savepoint=False):
-        job = _locked(job_id)
-        if job is None or job.state in TERMINAL_STATES or job.k8s_name != obj["metadata"]["name"]:
-            return None
-        if job.state not in HOLDING:
-            return None
-        lost = next((reason for pod in pods if (reason := _lost_node(pod))), None)
-        if failed and lost:
-            return requeue_or_fail(job, f"pods lost with their node ({lost})")
-        if job.state == State.ADMITTED:
-            transition(job, State.RUNNING, "pods started")
-        if complete:
-            transition(job, State.SUCCEEDED, "completed", exit_code=0)
-        else:
-            transition(job, State.FAILED, _failure(job, failed or {}, pods))
+    job = locked.get(job_id)
+    if job is None or job.state in TERMINAL_STATES or job.k8s_name != obj["metadata"]["name"]:
         return None
+    if job.state not in HOLDING:
+        return None
+    lost = next((reason for pod in pods if (reason := _lost_node(pod))), None)
+    if failed and lost:
+        return requeue_or_fail(job, f"pods lost with their node ({lost})")
+    if job.state == State.ADMITTED:
+        transition(job, State.RUNNING, "pods started")
+    if complete:
+        transition(job, State.SUCCEEDED, "completed", exit_code=0)
+    else:
+        transition(job, State.FAILED, _failure(job, failed or {}, pods))
+    return None
 
 
 def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
@@ -152,7 +171,7 @@ def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
     codes = sorted({t["exitCode"] for p in pods if (t := _terminated(p)) and t.get("exitCode")})
     if codes:
         job.exit_code = codes[0]
-        job.save(update_fields=["exit_code"])
+        save(job, ["exit_code"])
         return f"exit code {codes[0]}"
     return f"failed: {condition.get('reason', 'unknown')} {condition.get('message', '')}".strip()
 
@@ -186,12 +205,13 @@ def jobs_on_node(node: str) -> list[int]:
     ]
 
 
-def node_lost(node: str) -> list[Deletion]:
+def node_lost(node: str, locked: LockedJobs) -> list[Deletion]:
     """A node went NotReady: its jobs go back to the queue now rather than when pods time out."""
     deletions = []
-    for job_id in jobs_on_node(node):
-        with transaction.atomic(savepoint=False):
-            job = _locked(job_id)
-            if job is not None and job.state in HOLDING and node in job.placement:
-                deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
+    job_ids = jobs_on_node(node)
+    locked.lock(job_ids)
+    for job_id in job_ids:
+        job = locked.get(job_id)
+        if job is not None and job.state in HOLDING and node in job.placement:
+            deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
     return deletions

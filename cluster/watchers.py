@@ -38,9 +38,10 @@ class Watcher(threading.Thread):
         resource_version: str,
         out: queue.Queue[Seen],
         stop: threading.Event,
+        fields: str = "",
     ) -> None:
         super().__init__(name=f"watch-{kind}", daemon=True)
-        self.backend, self.kind, self.selector = backend, kind, selector
+        self.backend, self.kind, self.selector, self.fields = backend, kind, selector, fields
         self.resource_version, self.out, self.stop = resource_version, out, stop
         self.relists = 0
 
@@ -60,7 +61,11 @@ class Watcher(threading.Thread):
 
     def _watch_once(self) -> None:
         events = self.backend.watch(
-            self.kind, self.resource_version, self.selector, timeout_s=WATCH_TIMEOUT_S
+            self.kind,
+            self.resource_version,
+            self.selector,
+            timeout_s=WATCH_TIMEOUT_S,
+            field_selector=self.fields,
         )
         for event in events:
             if self.stop.is_set():
@@ -73,7 +78,7 @@ class Watcher(threading.Thread):
 
     def _relist(self) -> None:
         try:
-            listing = self.backend.list(self.kind, self.selector)
+            listing = self.backend.list(self.kind, self.selector, self.fields)
         except Unavailable as exc:
             log.warning("list %s: %s", self.kind, exc)
             self.stop.wait(BACKOFF_START_S)

@@ -6,12 +6,17 @@ back to QUEUED (NODE_FAILED may also end in FAILED when no retries are left).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from jobs.models import Job, JobEvent, State
-from jobs.streams import publish_status
+from jobs.streams import publish_statuses
+from portal.bulk import update_rows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -40,8 +45,72 @@ _TIMESTAMP_ON_ENTRY = {
 }
 
 
+HOLDING = frozenset({State.ADMITTED, State.RUNNING})
+
+
 class IllegalTransition(ValueError):
     """The state machine does not allow this move."""
+
+
+@dataclass
+class _Batch:
+    """Moves made inside `batch()`, written when it ends."""
+
+    jobs: dict[int, Job] = field(default_factory=dict)
+    fields: dict[int, set[str]] = field(default_factory=dict)
+    events: list[JobEvent] = field(default_factory=list)
+    moved_at: dict[int, str] = field(default_factory=dict)
+    usage_teams: dict[int, Any] = field(default_factory=dict)
+
+    def flush(self) -> None:
+        by_fields: dict[tuple[str, ...], list[Job]] = {}
+        for job_id, job in self.jobs.items():
+            by_fields.setdefault(tuple(sorted(self.fields[job_id])), []).append(job)
+        for fields, jobs in by_fields.items():
+            if len(jobs) == 1:
+                jobs[0].save(update_fields=fields)
+            else:
+                update_rows(jobs, fields)
+        JobEvent.unscoped.bulk_create(self.events, batch_size=1000)
+        publish_statuses(
+            [(self.jobs[job_id], at) for job_id, at in self.moved_at.items()],
+            list(self.usage_teams.values()),
+        )
+
+
+_current: ContextVar[_Batch | None] = ContextVar("transitions", default=None)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Write the transitions made inside together when the block ends.
+
+    One UPDATE per set of changed fields, one INSERT for all the JobEvents, one status message
+    per job (its newest state) and one usage message per team, instead of a round trip for each
+    move. The caller holds the transaction; after an exception nothing is written (the
+    transaction rolls back anyway). Inside an outer batch this joins it.
+    """
+    if _current.get() is not None:
+        yield
+        return
+    pending = _Batch()
+    token = _current.set(pending)
+    try:
+        yield
+        pending.flush()
+    finally:
+        _current.reset(token)
+
+
+def save(job: Job, fields: list[str]) -> None:
+    """`job.save(update_fields=fields)`, or part of the batch's write when one is open."""
+    pending = _current.get()
+    if pending is None:
+        job.save(update_fields=fields)
+        return
+    if pending.jobs.setdefault(job.pk, job) is not job:
+        raise RuntimeError(f"job {job.pk} changed through two different objects in one batch")
+    pending.fields.setdefault(job.pk, set()).update(fields)
 
 
 def can_transition(job: Job, to_state: str) -> bool:
@@ -50,7 +119,7 @@ def can_transition(job: Job, to_state: str) -> bool:
 
 def transition(
     job: Job, to_state: str, reason: str, *, actor: User | None = None, **changes: Any
-) -> JobEvent:
+) -> None:
     """Move `job` to `to_state` (setting `changes` with it), saving it and its JobEvent.
 
     The caller holds the transaction.
@@ -59,8 +128,8 @@ def transition(
         raise IllegalTransition(f"job {job.pk}: {job.state} → {to_state} is not allowed")
     from_state, now = job.state, timezone.now()
     job.state, job.state_reason = to_state, reason[:255]
-    for field, value in changes.items():
-        setattr(job, field, value)
+    for name, value in changes.items():
+        setattr(job, name, value)
     changed = ["state", "state_reason", *changes]
     stamp = _TIMESTAMP_ON_ENTRY.get(State(to_state))
     if stamp:
@@ -88,14 +157,21 @@ def transition(
             "estimated_start",
             "estimated_start_latest",
         ]
-    job.save(update_fields=changed)
-    holding = {State.ADMITTED, State.RUNNING}
-    publish_status(job, now.isoformat(), usage=(from_state in holding) != (to_state in holding))
-    return JobEvent.objects.create(
+    event = JobEvent(
         team_id=job.team_id,
         job=job,
+        at=now,
         from_state=from_state,
         to_state=to_state,
         reason=reason[:255],
         actor=actor,
     )
+    usage_changed = (from_state in HOLDING) != (to_state in HOLDING)
+    with batch():
+        pending = _current.get()
+        assert pending is not None
+        save(job, changed)
+        pending.events.append(event)
+        pending.moved_at[job.pk] = now.isoformat()
+        if usage_changed:
+            pending.usage_teams.setdefault(job.team_id, job.team)

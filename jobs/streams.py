@@ -171,40 +171,52 @@ def status_message(job: Job, at: str, changing: dict[str, Any] | None = None) ->
     return message
 
 
-def usage_message(team: Team) -> TeamUsageMessage:
+def usage_messages(teams: Sequence[Team]) -> list[TeamUsageMessage]:
+    """Each team's GPUs held against quota, from one grouped query for all of them."""
     from jobs.usage import usage_against_quota
 
-    rows = usage_against_quota([team])
-    return {
-        "type": "team.usage",
-        "team": team.slug,
-        "rows": [
+    rows: dict[int, list[UsageRowPayload]] = {team.pk: [] for team in teams}
+    for r in usage_against_quota(teams):
+        rows[r.team.pk].append(
             {"gpu_type": r.gpu_type, "used": r.used, "guaranteed": r.guaranteed, "limit": r.limit}
-            for r in rows
-        ],
-    }
+        )
+    return [{"type": "team.usage", "team": team.slug, "rows": rows[team.pk]} for team in teams]
 
 
-def publish_status(job: Job, at: str, *, usage: bool = True) -> None:
-    """After the transaction commits, tell the job's and the team's subscribers.
+def usage_message(team: Team) -> TeamUsageMessage:
+    return usage_messages([team])[0]
 
-    `usage`: the move changed the GPUs the team holds, so its usage figures are sent too.
+
+def publish_statuses(changes: Sequence[tuple[Job, str]], usage_teams: Sequence[Team]) -> None:
+    """After the transaction commits, tell the jobs' and teams' subscribers, all in one hop.
+
+    `changes`: (job, at) per job that moved, as it stands now. `usage_teams`: teams whose held
+    GPUs changed, each sent its usage figures once.
     """
-    changing = _changing_fields(job)
+    if not changes and not usage_teams:
+        return
+    snapshots = [(job, at, _changing_fields(job)) for job, at in changes]
 
     def send() -> None:
         # Built after the commit: the job's owner, queue and type may need a query, which must
-        # not lengthen the transaction; the usage figures then include this change.
-        message = status_message(job, at, changing)
-        outgoing: list[tuple[str, Any]] = [
-            (job_group(job.team_id, job.pk), message),
-            (team_group(job.team_id), message),
+        # not lengthen the transaction; the usage figures then include these changes.
+        outgoing: list[tuple[str, Any]] = []
+        for job, at, changing in snapshots:
+            message = status_message(job, at, changing)
+            outgoing.append((job_group(job.team_id, job.pk), message))
+            outgoing.append((team_group(job.team_id), message))
+        outgoing += [
+            (team_group(team.pk), message)
+            for team, message in zip(usage_teams, usage_messages(usage_teams), strict=True)
         ]
-        if usage:
-            outgoing.append((team_group(job.team_id), usage_message(job.team)))
         async_to_sync(send_all)(outgoing)
 
     transaction.on_commit(send)
+
+
+def publish_status(job: Job, at: str, *, usage: bool = True) -> None:
+    """`publish_statuses` for one job; `usage`: the move changed the GPUs its team holds."""
+    publish_statuses([(job, at)], [job.team] if usage else [])
 
 
 def log_message(chunk: Any) -> JobLogMessage:

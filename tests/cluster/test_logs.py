@@ -1,0 +1,72 @@
+"""The log writer stores each pod's lines once, in order, whoever hands them over and how often."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.logs import Finished, LogWriter, Piece
+from cluster.models import JobLogChunk
+from jobs.actions import submit_job
+from jobs.models import Job
+from jobs.spec import parse_spec
+from tests.conftest import World, spec
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job(world: World) -> Job:
+    return submit_job(world.vision, parse_spec(spec()), acting_user=world.bob)
+
+
+def _piece(job: Job, first_line: int, *lines: str, pod: str = "train-0") -> Piece:
+    return Piece(job.team_id, job.pk, pod, first_line, lines)
+
+
+def _stored(job: Job, pod: str = "train-0") -> list[tuple[int, int, str]]:
+    chunks = JobLogChunk.unscoped.filter(job=job, pod=pod).order_by("seq")
+    return [(c.seq, c.first_line, c.text) for c in chunks]
+
+
+def test_pieces_of_many_pods_are_numbered_per_pod(job: Job) -> None:
+    LogWriter().write(
+        [_piece(job, 1, "a", "b"), _piece(job, 1, "x", pod="train-1"), _piece(job, 3, "c")]
+    )
+    assert _stored(job) == [(1, 1, "a\nb"), (2, 3, "c")]
+    assert _stored(job, "train-1") == [(1, 1, "x")]
+
+
+def test_a_follower_started_again_stores_only_the_new_lines(job: Job) -> None:
+    LogWriter().write([_piece(job, 1, "a", "b", "c")])
+    # A new controller (nothing in memory) follows the same pod from the start again.
+    again = LogWriter()
+    again.write([_piece(job, 1, "a", "b"), _piece(job, 3, "c", "d"), _piece(job, 5, "e")])
+    assert _stored(job) == [(1, 1, "a\nb\nc"), (2, 4, "d"), (3, 5, "e")]
+
+
+def test_a_finished_pod_is_forgotten_and_read_back_when_it_returns(job: Job) -> None:
+    writer = LogWriter()
+    writer.write([_piece(job, 1, "a"), Finished((job.pk, "train-0"))])
+    assert writer.stored == {}
+    writer.write([_piece(job, 1, "a", "b")])
+    assert _stored(job) == [(1, 1, "a"), (2, 2, "b")]
+
+
+def test_a_failed_write_stores_nothing_and_the_retry_stores_it_all(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import DatabaseError
+
+    writer = LogWriter()
+    writer.write([_piece(job, 1, "a")])
+    real = JobLogChunk.unscoped.bulk_create
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise DatabaseError("connection lost")
+
+    monkeypatch.setattr(JobLogChunk.unscoped, "bulk_create", broken)
+    with pytest.raises(DatabaseError):
+        writer.write([_piece(job, 2, "b")])
+    monkeypatch.setattr(JobLogChunk.unscoped, "bulk_create", real)
+    writer.write([_piece(job, 2, "b")])
+    assert _stored(job) == [(1, 1, "a"), (2, 2, "b")]

@@ -1,0 +1,72 @@
+"""`update_rows` writes each row's own values, only the fields named, on every backend."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from jobs.actions import submit_job
+from jobs.models import Job
+from jobs.spec import parse_spec
+from portal.bulk import BATCH_ROWS, update_rows
+from tests.conftest import World, spec
+
+pytestmark = pytest.mark.django_db
+
+
+def _jobs(world: World, count: int) -> list[Job]:
+    return [
+        submit_job(world.vision, parse_spec(spec(name=f"job-{i}")), acting_user=world.bob)
+        for i in range(count)
+    ]
+
+
+def test_each_row_gets_its_own_values_of_every_type(world: World) -> None:
+    jobs = _jobs(world, 3)
+    moments = [datetime(2026, 1, i + 1, 12, 0, tzinfo=UTC) for i in range(3)]
+    for i, job in enumerate(jobs):
+        job.state_reason = f"reason {i} with 'quotes'"
+        job.placement = {f"node-{i}": i + 1}  # JSON
+        job.estimated_start = moments[i] if i else None  # a timestamp, and NULL
+        job.exit_code = i  # an integer
+        job.preempted_for = jobs[0] if i == 2 else None  # a foreign key
+    assert (
+        update_rows(
+            jobs, ["state_reason", "placement", "estimated_start", "exit_code", "preempted_for"]
+        )
+        == 3
+    )
+
+    for i, job in enumerate(jobs):
+        stored = Job.unscoped.get(pk=job.pk)
+        assert stored.state_reason == f"reason {i} with 'quotes'"
+        assert stored.placement == {f"node-{i}": i + 1}
+        assert stored.estimated_start == (moments[i] if i else None)
+        assert stored.exit_code == i
+        assert stored.preempted_for_id == (jobs[0].pk if i == 2 else None)
+
+
+def test_fields_not_named_are_left_alone(world: World) -> None:
+    [job] = _jobs(world, 1)
+    job.name, job.state_reason = "renamed-in-memory", "written"
+    update_rows([job], ["state_reason"])
+    stored = Job.unscoped.get(pk=job.pk)
+    assert (stored.name, stored.state_reason) == ("job-0", "written")
+
+
+def test_more_rows_than_one_statement_holds(world: World) -> None:
+    jobs = _jobs(world, 2)
+    many = [jobs[i % 2] for i in range(BATCH_ROWS + 1)]  # crosses the chunk boundary
+    jobs[0].state_reason, jobs[1].state_reason = "first", "second"
+    update_rows(many, ["state_reason"])
+    assert [Job.unscoped.get(pk=j.pk).state_reason for j in jobs] == ["first", "second"]
+
+
+def test_nothing_to_write_sends_nothing(world: World) -> None:
+    jobs = _jobs(world, 1)
+    before = len(connection.queries)
+    assert update_rows([], ["state_reason"]) == 0
+    assert update_rows(jobs, []) == 0
+    assert len(connection.queries) == before
