@@ -24,7 +24,7 @@ from django.db.models import Max, Sum
 from cluster.backend import ClusterBackend, Unavailable
 from cluster.models import JobLogChunk
 from jobs.models import Job
-from jobs.streams import publish_log_chunk
+from jobs.streams import publish_log_chunks
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.5
@@ -103,8 +103,7 @@ class LogWriter:
             except DatabaseError:
                 self.stored.clear()  # what was counted in memory did not get stored
                 raise
-            for chunk in chunks:
-                publish_log_chunk(chunk)
+            publish_log_chunks(chunks)
         for item in items:
             if isinstance(item, Finished):
                 self.stored.pop(item.key, None)

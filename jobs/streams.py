@@ -231,9 +231,13 @@ def log_message(chunk: Any) -> JobLogMessage:
     }
 
 
-def publish_log_chunk(chunk: Any) -> None:
-    """Stream a persisted `cluster.models.JobLogChunk` to its job's group once it commits.
+def publish_log_chunks(chunks: Sequence[Any]) -> None:
+    """Stream persisted `cluster.models.JobLogChunk`s to their jobs' groups once they commit.
 
-    The controller calls this right after saving the chunk, inside or outside a transaction.
+    The controller calls this right after saving the chunks, inside or outside a transaction.
     """
-    send_on_commit([(job_group(chunk.team_id, chunk.job_id), log_message(chunk))])
+    send_on_commit([(job_group(c.team_id, c.job_id), log_message(c)) for c in chunks])
+
+
+def publish_log_chunk(chunk: Any) -> None:
+    publish_log_chunks([chunk])
