@@ -8,6 +8,7 @@ import signal
 import threading
 
 from agent.core import DEFAULT_INTERVAL, Agent
+from agent.podresources import DEFAULT_SOCKET, PodResources
 from agent.transport import HttpTransport, token_file_reader
 
 
@@ -17,13 +18,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--node", required=True, help="this node's Kubernetes name")
     parser.add_argument("--token-file", required=True, help="file holding the node's token")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds")
+    parser.add_argument(
+        "--pod-resources",
+        default=DEFAULT_SOCKET,
+        help="the kubelet's pod-resources socket; GPUs are attributed by placement without it",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     transport = HttpTransport(args.portal, token_file_reader(args.token_file))
-    Agent(args.node, transport, interval=args.interval).run(stop)
+    pods = PodResources.if_present(args.pod_resources)
+    Agent(args.node, transport, interval=args.interval, pod_resources=pods).run(stop)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pynvml
 
 from agent import fields
 from agent.gpm import SmActivity
 from agent.nvml import use_library_in_this_thread
 from agent.outbox import Backoff, Outbox
+from agent.podresources import PodResources
 from agent.sampler import read_gpu
 from agent.transport import Transport, TransportError
 from agent.xid import XidWatcher
@@ -36,8 +38,10 @@ class Agent:
         library: object | None = None,
         clock: Callable[[], float] = time.time,
         backoff: Backoff | None = None,
+        pod_resources: PodResources | None = None,
     ) -> None:
         self.node, self.interval = node, interval
+        self.pod_resources = pod_resources
         self.outbox = Outbox(node, interval, max_batches=max(1, int(BUFFER_SECONDS / interval)))
         self._transport = transport
         self._library = library
@@ -48,6 +52,7 @@ class Agent:
         self._sm = SmActivity()
         self._uuids: dict[int, str] = {}
         self._last_xid: dict[int, int] = {}
+        self._pods_failing = False
 
     # --- lifetime ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -88,8 +93,28 @@ class Agent:
         """Read every GPU now and queue the readings; return them."""
         at = round(self._clock(), 3)
         gpus = [self._sample_gpu(index, at) for index in range(pynvml.nvmlDeviceGetCount())]
+        owners = self._gpu_pods()
+        if owners is not None:
+            for sample in gpus:
+                if "uuid" in sample:  # "" says the kubelet gave the GPU to no pod
+                    sample["pod"] = owners.get(sample["uuid"], "")
         self.outbox.add_samples(gpus)
         return gpus
+
+    def _gpu_pods(self) -> dict[str, str] | None:
+        """{UUID: "namespace/pod"} from the kubelet, or None (the portal then attributes by
+        placement) when there is no pod-resources socket or it does not answer."""
+        if self.pod_resources is None:
+            return None
+        try:
+            owners = self.pod_resources.gpu_pods()
+        except (grpc.RpcError, ValueError) as exc:
+            if not self._pods_failing:
+                log.warning("pod-resources on %s: %s; attribution by placement", self.node, exc)
+            self._pods_failing = True
+            return None
+        self._pods_failing = False
+        return owners
 
     def flush(self) -> int:
         """Send what waits unless backing off; return the GPU samples the portal accepted."""

@@ -6,6 +6,7 @@ module that imports the Kubernetes client only sends them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobs.models import Job
@@ -32,6 +33,15 @@ RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("e
 def job_name(job: Job) -> str:
     """Deterministic, so a retried create meets 409 instead of making a second Job."""
     return f"job-{job.pk}-{job.attempts}"
+
+
+POD_OF_JOB = re.compile(r"^(job-(\d+)-\d+)-")  # an Indexed Job's pods: <job>-<index>-<suffix>
+
+
+def job_of_pod(pod: str) -> tuple[int, str] | None:
+    """(portal job id, Kubernetes Job name) of a pod a portal Job created, by its name."""
+    match = POD_OF_JOB.match(pod)
+    return (int(match.group(2)), match.group(1)) if match else None
 
 
 def priority_class_name(priority: int) -> str:

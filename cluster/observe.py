@@ -8,7 +8,6 @@ harmless. The rows come from a `LockedJobs`, which locks a whole batch's jobs in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.conf import settings
 
 from audit.record import record
 from cluster.backend import Obj
-from cluster.manifests import LABEL_JOB
+from cluster.manifests import LABEL_JOB, job_of_pod
 from jobs.models import TERMINAL_STATES, Job, State
 from jobs.states import save, transition
 
@@ -176,9 +175,6 @@ def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
     return f"failed: {condition.get('reason', 'unknown')} {condition.get('message', '')}".strip()
 
 
-POD_OF_JOB = re.compile(r"^job-(\d+)-(\d+)-")
-
-
 def explain_admitted(event: Obj) -> bool:
     """A warning about an admitted job's pod (FailedScheduling, image pull...) becomes its reason.
 
@@ -186,14 +182,14 @@ def explain_admitted(event: Obj) -> bool:
     it has not started yet. Returns whether a job's reason changed.
     """
     involved = event.get("involvedObject") or {}
-    match = POD_OF_JOB.match(str(involved.get("name", "")))
-    if event.get("type") != "Warning" or involved.get("kind") != "Pod" or match is None:
+    owner = job_of_pod(str(involved.get("name", "")))
+    if event.get("type") != "Warning" or involved.get("kind") != "Pod" or owner is None:
         return False
-    job_id, attempt = int(match.group(1)), match.group(2)
+    job_id, k8s_name = owner
     reason = f"{event.get('reason', 'Warning')}: {event.get('message', '')}"[:255]
-    updated = Job.unscoped.filter(
-        pk=job_id, state=State.ADMITTED, k8s_name=f"job-{job_id}-{attempt}"
-    ).update(state_reason=reason)
+    updated = Job.unscoped.filter(pk=job_id, state=State.ADMITTED, k8s_name=k8s_name).update(
+        state_reason=reason
+    )
     return bool(updated)
 
 

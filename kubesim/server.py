@@ -24,6 +24,8 @@ from kubesim.faults import Fault, FaultInjector
 from kubesim.handlers import Server
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.nvml.library import FakeNvmlLibrary
+from kubesim.podresources import PodDevices, PodResourcesServer
+from kubesim.resources import POD
 from kubesim.sim import Simulation
 
 T = TypeVar("T")
@@ -60,6 +62,7 @@ class KubeSim:
         self._stopping: asyncio.Event | None = None
         self._kicked = False
         self._libraries: dict[str, FakeNvmlLibrary] = {}
+        self._pod_resources: dict[str, PodResourcesServer] = {}
 
     @property
     def url(self) -> str:
@@ -169,6 +172,36 @@ class KubeSim:
         if node not in self.sim.gpus:
             raise KeyError(f"node {node!r} has no GPUs")
         return self._libraries.setdefault(node, FakeNvmlLibrary(self.sim.gpus[node]))
+
+    def pod_resources_socket(self, node: str, directory: str | Path) -> str:
+        """The node's kubelet pod-resources socket, served from `directory` (started once)."""
+        if node not in self.sim.gpus:
+            raise KeyError(f"node {node!r} has no GPUs")
+        if node not in self._pod_resources:
+            path = str(Path(directory) / f"{node}.sock")
+            server = PodResourcesServer(path, lambda: self.call(lambda: self._pod_devices(node)))
+            self._pod_resources[node] = server.start()
+        return self._pod_resources[node].path
+
+    def _pod_devices(self, node: str) -> list[PodDevices]:
+        """What the node's kubelet allocated: each running pod's GPUs, by UUID."""
+        gpus = self.sim.gpus[node].gpus
+        found = []
+        for state in self.sim.kubelet.pods.values():
+            if state.node != node or not state.gpus or state.stage not in ("running", "killing"):
+                continue
+            stored = self.sim.store.get(POD.key, state.namespace, state.name)
+            if stored is None:
+                continue
+            container = stored.obj["spec"]["containers"][0]["name"]
+            uuids = tuple(gpus[i].uuid for i in state.gpus)
+            found.append(PodDevices(state.namespace, state.name, container, uuids))
+        return found
+
+    def stop_pod_resources(self) -> None:
+        for server in self._pod_resources.values():
+            server.stop()
+        self._pod_resources.clear()
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         return write_kubeconfig(path, self.url, self.token)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
-from monitoring.inventory import JobRef, gpu_ids, gpu_owners
+from monitoring.inventory import JobRef, batch_owners, gpu_ids
 from monitoring.validation import Batch
 from monitoring.xids import store_xids
 
@@ -164,7 +164,7 @@ def ingest_batch(node_id: int, node: str, batch: Batch) -> Outgoing:
     to fan out, which the caller sends once this has committed."""
     indexes = {g["index"] for g in batch.gpus} | {x["index"] for x in batch.xids}
     ids = gpu_ids(node_id, indexes)
-    owners = gpu_owners(node)
+    owners = batch_owners(node, batch.gpus)
     previous = {i: s for (_, i), s in hot.latest((node_id, i) for i in indexes).items()}
     acc = _Accumulator(batch.interval, owners, previous)
     for sample in batch.gpus:

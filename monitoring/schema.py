@@ -18,6 +18,7 @@ SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 
 MAX_GPU_SAMPLES = 10_000  # per post: an hour's backlog of a big node at a 5 s interval
 MAX_XIDS = 1_000
+POD_LENGTH = 63 + 1 + 253  # "namespace/name" of the pod holding a GPU, from the kubelet
 MAX_GPU_INDEX = 63
 COUNTER_MAX = 2**63 - 1
 MAX_AGE_SECONDS = 6 * 3600  # the agent buffers an hour; older samples mean a broken clock

@@ -15,6 +15,7 @@ from monitoring.schema import (
     MAX_GPU_SAMPLES,
     MAX_XIDS,
     METRICS,
+    POD_LENGTH,
     XID,
     Bound,
 )
@@ -45,8 +46,17 @@ def _time_ok(value: Any, now: float) -> bool:
     return _number_ok(value, bound)
 
 
+GPU_TEXTS = {"uuid": 64, "pod": POD_LENGTH}
+XID_TEXTS = {"uuid": 64}
+
+
 def _check_entry(
-    entry: Any, where: str, known: dict[str, Bound], now: float, errors: Errors
+    entry: Any,
+    where: str,
+    known: dict[str, Bound],
+    texts: dict[str, int],
+    now: float,
+    errors: Errors,
 ) -> None:
     if not isinstance(entry, dict):
         errors[where] = ["must be an object"]
@@ -56,9 +66,11 @@ def _check_entry(
         if key == "at":
             if not _time_ok(value, now):
                 errors[field] = ["must be a Unix time within the last 6 hours"]
-        elif key == "uuid":
-            if not isinstance(value, str) or len(value) > 64:
-                errors[field] = ["must be a string of at most 64 characters"]
+        elif key in texts:
+            if not isinstance(value, str) or len(value) > texts[key]:
+                errors[field] = [f"must be a string of at most {texts[key]} characters"]
+            elif key == "pod" and value and value.count("/") != 1:
+                errors[field] = ['must be "namespace/name", or "" for a GPU no pod holds']
         elif key in known:
             if not _number_ok(value, known[key]):
                 errors[field] = [known[key].message()]
@@ -95,9 +107,9 @@ def validate_batch(data: Any, node: str, now: float | None = None) -> tuple[Batc
     xids = _check_list(data, "xids", MAX_XIDS, errors)
     gpu_fields = {"index": INDEX, **METRICS}
     for i, entry in enumerate(gpus):
-        _check_entry(entry, f"gpus[{i}]", gpu_fields, now, errors)
+        _check_entry(entry, f"gpus[{i}]", gpu_fields, GPU_TEXTS, now, errors)
     for i, entry in enumerate(xids):
-        _check_entry(entry, f"xids[{i}]", {"index": INDEX, "xid": XID}, now, errors)
+        _check_entry(entry, f"xids[{i}]", {"index": INDEX, "xid": XID}, XID_TEXTS, now, errors)
         if isinstance(entry, dict) and "xid" not in entry:
             errors[f"xids[{i}].xid"] = ["this field is required"]
     for key in set(data) - {"node", "interval", "gpus", "xids"}:

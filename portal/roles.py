@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -66,7 +67,16 @@ def start_agents(
         time.sleep(0.5)
     tokens = {node.name: rotate_node_token(node) for node in Node.objects.all()}
     libraries = {name: sim.nvml_library(name) for name in tokens}
-    run_agents(libraries, portal_url, tokens.__getitem__, stop, interval=interval)
+    kubelets = tempfile.mkdtemp(prefix="kubelets-")  # each node's pod-resources socket
+    sockets = {name: sim.pod_resources_socket(name, kubelets) for name in tokens}
+    run_agents(
+        libraries,
+        portal_url,
+        tokens.__getitem__,
+        stop,
+        interval=interval,
+        pod_resources_by_node=sockets,
+    )
     close_old_connections()
 
 

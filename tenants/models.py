@@ -37,7 +37,12 @@ class Team(models.Model):
 
     @property
     def namespace(self) -> str:
-        return f"{settings.NAMESPACE_PREFIX}-{self.slug}"
+        return self.namespace_for(self.slug)
+
+    @staticmethod
+    def namespace_for(slug: str) -> str:
+        """The Kubernetes namespace of the team with this slug."""
+        return f"{settings.NAMESPACE_PREFIX}-{slug}"
 
     def allowed_image_prefixes(self) -> list[str]:
         return [line.strip() for line in self.image_allowlist.splitlines() if line.strip()]
