@@ -190,7 +190,8 @@ class KubernetesBackend:
             if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
                 raise _unavailable(exc) from exc
             raise
-        finally:
+        finally:  # closed first: a half-read connection must not go back into the pool
+            response.response.close()
             response.response.release_conn()
 
     def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
@@ -215,7 +216,8 @@ class KubernetesBackend:
             if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
                 raise _unavailable(exc) from exc  # the follower resumes when the pod reports
             raise
-        finally:
+        finally:  # closed first: a half-read connection must not go back into the pool
+            response.response.close()
             response.response.release_conn()
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
