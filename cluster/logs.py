@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.db.models import Max, Sum
 
 from cluster.backend import ClusterBackend, Unavailable
@@ -161,6 +161,12 @@ class LogFollowers:
                 self.active.discard((job_id, pod))
 
     def _write_loop(self) -> None:
+        try:
+            self._write_until_stopped()
+        finally:
+            connection.close()  # this thread's own: back to the pool, not leaked with the thread
+
+    def _write_until_stopped(self) -> None:
         retry: list[Piece | Finished] = []
         while not self._stop.is_set():
             items = retry or self._take()
