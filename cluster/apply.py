@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db import transaction
-
-from audit import record as audit
 from audit.record import record
+from cluster.observe import writing
 from jobs import states
 from jobs.models import Job, State
 from jobs.states import transition
@@ -143,17 +141,10 @@ def _pending(decisions: dict[int, Pending]) -> None:
 def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
     applied = Applied()
     # One transaction; the moves, their JobEvents and audit events are written together.
-    with transaction.atomic(), audit.batch(), states.batch():
-        wanted = [p.job_id for p in decisions.preemptions] + [
-            a.job_id for a in decisions.admissions
-        ]
-        jobs = {
-            job.pk: job
-            for job in Job.unscoped.select_for_update(of=("self",))
-            .select_related("team", "owner", "queue", "gpu_type")
-            .filter(pk__in=wanted)
-            .order_by("pk")
-        }
+    with writing() as jobs:
+        jobs.lock(
+            [p.job_id for p in decisions.preemptions] + [a.job_id for a in decisions.admissions]
+        )
         for preemption in decisions.preemptions:
             victim = jobs.get(preemption.job_id)
             if victim is None or victim.state not in (State.ADMITTED, State.RUNNING):

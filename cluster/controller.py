@@ -25,7 +25,6 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from audit import record as audit
 from audit.record import record
 from cluster import lease
 from cluster.apply import apply_decisions, stop_preempted
@@ -44,11 +43,11 @@ from cluster.observe import (
     pod_signature,
     portal_job_id,
     requeue_or_fail,
+    writing,
 )
 from cluster.provision import Provisioner
 from cluster.snapshot import build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
-from jobs import states
 from jobs.models import Job, State
 from scheduler import PolicyConfig, schedule
 
@@ -57,13 +56,6 @@ SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
 WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
 MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
-
-
-@contextmanager
-def writing() -> Iterator[LockedJobs]:
-    """One transaction in which job rows are locked together and every change is batched."""
-    with transaction.atomic(), audit.batch(), states.batch():
-        yield LockedJobs()
 
 
 @dataclass

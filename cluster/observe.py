@@ -8,14 +8,18 @@ harmless. The rows come from a `LockedJobs`, which locks a whole batch's jobs in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
+from audit import record as audit
 from audit.record import record
 from cluster.backend import Obj
 from cluster.manifests import LABEL_JOB, job_of_pod
+from jobs import states
 from jobs.models import TERMINAL_STATES, Job, State
 from jobs.states import save, transition
 
@@ -57,6 +61,13 @@ class LockedJobs:
         if job_id not in self._rows:
             self.lock([job_id])
         return self._rows[job_id]
+
+
+@contextmanager
+def writing() -> Iterator[LockedJobs]:
+    """One transaction in which job rows are locked together and every change is batched."""
+    with transaction.atomic(), audit.batch(), states.batch():
+        yield LockedJobs()
 
 
 def _k8s_job_name(obj: Obj) -> str:
