@@ -33,7 +33,6 @@ from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
 from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
-    HOLDING,
     LockedJobs,
     explain_admitted,
     job_signature,
@@ -48,7 +47,7 @@ from cluster.observe import (
 from cluster.provision import Provisioner
 from cluster.snapshot import build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
-from jobs.models import Job, State
+from jobs.models import HOLDING_STATES, Job, State
 from scheduler import PolicyConfig, schedule
 
 log = logging.getLogger(__name__)
@@ -357,7 +356,7 @@ class Controller:
                 transaction.on_commit(partial(self.kube_pool.submit, self._delete, namespace, name))
 
     def _expire_grace(self) -> None:
-        due = Job.unscoped.filter(state__in=HOLDING, grace_until__lte=timezone.now())
+        due = Job.unscoped.filter(state__in=HOLDING_STATES, grace_until__lte=timezone.now())
         job_ids = list(due.values_list("id", flat=True))
         if not job_ids:
             return
@@ -365,7 +364,7 @@ class Controller:
             self.locked.lock(job_ids)
             for job_id in job_ids:
                 job = self.locked.get(job_id)
-                if job is not None and job.state in HOLDING and job.grace_until is not None:
+                if job is not None and job.state in HOLDING_STATES and job.grace_until is not None:
                     reason = f"preempted for job {job.preempted_for_id} after its grace period"
                     self._delete_all([stop_preempted(job, reason)])
                     self._dirty = True
@@ -423,7 +422,7 @@ class Controller:
         expected = {(f"{settings.NAMESPACE_PREFIX}-{slug}", name) for slug, name in known}
         for key in present.keys() - expected:
             self._stray(*key)
-        missing = Job.unscoped.filter(state__in=HOLDING).select_related(
+        missing = Job.unscoped.filter(state__in=HOLDING_STATES).select_related(
             "team", "owner", "queue", "gpu_type"
         )
         vanished = []

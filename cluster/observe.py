@@ -20,10 +20,9 @@ from audit.record import record
 from cluster.backend import Obj
 from cluster.manifests import LABEL_JOB, job_of_pod
 from jobs import states
-from jobs.models import TERMINAL_STATES, Job, State
+from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
 from jobs.states import save, transition
 
-HOLDING = (State.ADMITTED, State.RUNNING)
 NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
 
 
@@ -129,7 +128,7 @@ def observe_pod(pod: Obj, locked: LockedJobs) -> Deletion | None:
     if job_id is None:
         return None
     job = locked.get(job_id)
-    if job is None or job.state not in HOLDING or job.k8s_name != _k8s_job_name(pod):
+    if job is None or job.state not in HOLDING_STATES or job.k8s_name != _k8s_job_name(pod):
         return None
     node = (pod.get("spec") or {}).get("nodeName", "?")
     lost = _lost_node(pod)
@@ -161,7 +160,7 @@ def observe_job(obj: Obj, pods: list[Obj], locked: LockedJobs) -> Deletion | Non
     job = locked.get(job_id)
     if job is None or job.state in TERMINAL_STATES or job.k8s_name != obj["metadata"]["name"]:
         return None
-    if job.state not in HOLDING:
+    if job.state not in HOLDING_STATES:
         return None
     lost = next((reason for pod in pods if (reason := _lost_node(pod))), None)
     if failed and lost:
@@ -207,7 +206,7 @@ def explain_admitted(event: Obj) -> bool:
 def jobs_on_node(node: str) -> list[int]:
     return [
         job.pk
-        for job in Job.unscoped.filter(state__in=HOLDING).only("id", "placement")
+        for job in Job.unscoped.filter(state__in=HOLDING_STATES).only("id", "placement")
         if node in job.placement
     ]
 
@@ -219,6 +218,6 @@ def node_lost(node: str, locked: LockedJobs) -> list[Deletion]:
     locked.lock(job_ids)
     for job_id in job_ids:
         job = locked.get(job_id)
-        if job is not None and job.state in HOLDING and node in job.placement:
+        if job is not None and job.state in HOLDING_STATES and node in job.placement:
             deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
     return deletions

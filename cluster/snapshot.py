@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cluster.models import Node
-from jobs.models import Job, State
+from jobs.models import HOLDING_STATES, Job, State
 from quotas.models import MemberCap, Quota
 from scheduler import (
     JobRequest,
@@ -25,8 +25,6 @@ from scheduler import (
 )
 from scheduler import MemberCap as CapInfo
 from tenants.models import Team
-
-HOLDING = (State.ADMITTED, State.RUNNING)
 
 
 def _ts(moment: datetime | None) -> float:
@@ -72,7 +70,11 @@ def _queued() -> list[JobRequest]:
 
 
 def _holding() -> list[RunningJob]:
-    rows = Job.unscoped.filter(state__in=HOLDING).order_by("id").values_list(*_REQUEST, *_RUNNING)
+    rows = (
+        Job.unscoped.filter(state__in=HOLDING_STATES)
+        .order_by("id")
+        .values_list(*_REQUEST, *_RUNNING)
+    )
     running = []
     for row in rows:
         started, admitted, placement, grace_until, preempted_for = row[len(_REQUEST) :]

@@ -21,6 +21,8 @@ class State(models.TextChoices):
 
 TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 ACTIVE_STATES = frozenset(set(State) - TERMINAL_STATES)
+HOLDING_STATES = frozenset({State.ADMITTED, State.RUNNING})
+"""States in which a job holds GPUs (its placement counts against nodes and quota)."""
 
 
 class Job(TenantOwned):

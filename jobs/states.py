@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from jobs.models import Job, JobEvent, State
+from jobs.models import HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
 from portal.bulk import update_rows
 
@@ -43,9 +43,6 @@ _TIMESTAMP_ON_ENTRY = {
     State.FAILED: "finished_at",
     State.CANCELLED: "finished_at",
 }
-
-
-HOLDING = frozenset({State.ADMITTED, State.RUNNING})
 
 
 class IllegalTransition(ValueError):
@@ -166,7 +163,7 @@ def transition(
         reason=reason[:255],
         actor=actor,
     )
-    usage_changed = (from_state in HOLDING) != (to_state in HOLDING)
+    usage_changed = (from_state in HOLDING_STATES) != (to_state in HOLDING_STATES)
     with batch():
         pending = _current.get()
         assert pending is not None

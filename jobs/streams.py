@@ -214,11 +214,6 @@ def publish_statuses(changes: Sequence[tuple[Job, str]], usage_teams: Sequence[T
     transaction.on_commit(send)
 
 
-def publish_status(job: Job, at: str, *, usage: bool = True) -> None:
-    """`publish_statuses` for one job; `usage`: the move changed the GPUs its team holds."""
-    publish_statuses([(job, at)], [job.team] if usage else [])
-
-
 def log_message(chunk: Any) -> JobLogMessage:
     return {
         "type": "job.log",

@@ -7,11 +7,9 @@ from dataclasses import dataclass
 
 from django.db.models import F, Sum
 
-from jobs.models import Job, State
+from jobs.models import HOLDING_STATES, Job
 from quotas.models import Quota
 from tenants.models import Team
-
-HOLDING_STATES = (State.ADMITTED, State.RUNNING)
 
 
 @dataclass(frozen=True)
