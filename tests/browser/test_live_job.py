@@ -12,7 +12,8 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass
+class Portal:
+    url: str
+    start_controller: Callable[[], object]
+
+
 @pytest.fixture
-def portal(world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The whole portal: kubesim, controller, agents and uvicorn serving the ASGI app."""
+def portal(world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Portal]:
+    """The whole portal: kubesim, agents and uvicorn serving the ASGI app; the test starts the
+    controller when it wants jobs to move (before that, a submitted job can only be QUEUED)."""
     _require_chromium()
     # Playwright's sync API runs an event loop in this thread; the ORM calls made here are
     # ordinary blocking ones.
@@ -61,7 +69,6 @@ def portal(world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iter
 
     stop = threading.Event()
     sim = roles.start_cluster(speed=20)
-    roles.start_controller(stop)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     server = uvicorn.Server(
@@ -73,7 +80,7 @@ def portal(world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iter
         time.sleep(0.05)
     threading.Thread(target=roles.start_agents, args=(sim, url, stop, 1.0), daemon=True).start()
     try:
-        yield url
+        yield Portal(url, lambda: roles.start_controller(stop))
     finally:
         stop.set()
         server.should_exit = True
@@ -89,15 +96,16 @@ def _log_in(page: Any, url: str, username: str) -> None:
     page.wait_for_url(f"{url}/")
 
 
-def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: str) -> None:
+def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: Portal) -> None:
     from playwright.sync_api import sync_playwright
 
+    url = portal.url
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             bob = browser.new_page()
-            _log_in(bob, portal, "bob")
-            bob.goto(f"{portal}/jobs/new/")
+            _log_in(bob, url, "bob")
+            bob.goto(f"{url}/jobs/new/")
             bob.fill("input[name=name]", "live-in-browser")
             bob.fill("input[name=image]", "nvcr.io/nvidia/pytorch:24.05-py3")
             bob.fill("input[name=command]", "python train.py")
@@ -109,7 +117,8 @@ def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: str) -> N
             job_url = bob.url
             loads: list[str] = []
             bob.on("load", lambda page: loads.append(page.url))
-            assert bob.inner_text("#job-state") in ("QUEUED", "ADMITTED")
+            assert bob.inner_text("#job-state") == "QUEUED"
+            portal.start_controller()
             bob.wait_for_function(
                 "document.getElementById('job-state').textContent.trim() === 'RUNNING'",
                 timeout=60_000,
@@ -126,7 +135,7 @@ def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: str) -> N
             assert loads == [] and bob.url == job_url  # all of it arrived without a reload
 
             carol = browser.new_page()
-            _log_in(carol, portal, "carol")
+            _log_in(carol, url, "carol")
             response = carol.goto(job_url)
             assert response is not None and response.status == 404
             assert "live-in-browser" not in carol.content()
