@@ -161,6 +161,22 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _postgres_cpu_s() -> float:
+    """CPU of every PostgreSQL process so far, ended backends included (their server reaps
+    them into its children's time); 0 where the server runs out of sight."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1]
+        if name.startswith("postgres"):
+            total += sum(int(f) for f in fields.split()[11:15])  # utime stime cutime cstime
+    return total / ticks
+
+
 def _figures(scale: float, cpu_s: dict[str, float], gpus: int) -> dict[str, Any]:
     from django.db.models import Max, Min
 
@@ -280,13 +296,13 @@ def _run(
             ],
             cwd=ROOT,
         )
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu0, postgres0 = resource.getrusage(resource.RUSAGE_SELF), _postgres_cpu_s()
         while True:
             time.sleep(1)
             done = Job.unscoped.filter(state__in=TERMINAL_STATES).count()
             if done >= total or time.time() - start_at > 1800:
                 break
-        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu1, postgres1 = resource.getrusage(resource.RUSAGE_SELF), _postgres_cpu_s()
         stop.set()
         children0 = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN))
         feeder.wait(timeout=60)
@@ -299,6 +315,7 @@ def _run(
         "controller": _cpu_s(cpu1) - _cpu_s(cpu0),
         "submitter": children1 - children0,
         "kubesim": _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN)) - children1,
+        "postgres": postgres1 - postgres0,
     }
     figures = _figures(args.scale, cpu, gpus)
     if args.json:

@@ -7,13 +7,18 @@ ADMITTED job whose Job object is missing is created again, under the same determ
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
+
+from django.db import transaction
 
 from audit.record import record
 from cluster.observe import writing
 from jobs import states
-from jobs.models import Job, State
+from jobs.models import EXPLANATION_FIELDS, Job, State
 from jobs.states import transition
 from portal.bulk import update_rows
 from scheduler import Decisions, Pending
@@ -24,6 +29,7 @@ from scheduler import Decisions, Pending
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
 # drift would make every cycle a bulk write.
 ESTIMATE_RESOLUTION_S = 10
+FIGURES_EVERY_S = 5
 
 
 @dataclass
@@ -92,53 +98,73 @@ def _notice(job: Job, reason: str, for_job: int, grace_until: datetime) -> None:
     )
 
 
-def _pending(decisions: dict[int, Pending]) -> None:
-    jobs = Job.unscoped.filter(pk__in=list(decisions), state=State.QUEUED).only(
-        "id",
-        "pending_code",
-        "pending_message",
-        "pending_figures",
-        "estimated_start",
-        "estimated_start_latest",
-    )
-    changed = []
-    for job in jobs:
-        pending = decisions[job.pk]
-        earliest = _moment(pending.estimated_start)
-        latest = (
-            _moment(pending.estimated_start_range[1]) if pending.estimated_start_range else None
+@dataclass(frozen=True)
+class _Written:
+    code: str
+    figures: dict[str, object]
+    estimated_start: datetime | None
+    at: float  # time.monotonic() of the write
+
+
+@dataclass
+class Explanations:
+    """What the leading controller last wrote of each waiting job's reason and estimate.
+
+    Only the leader writes these fields, so it can tell what changed without reading them
+    back: a cycle writes a job whose reason code changed or whose estimate moved, and figures
+    alone (jobs ahead, GPUs free) at most every FIGURES_EVERY_S, so a long queue is not
+    rewritten whole every cycle. A new leader starts empty and writes every waiting job once.
+    """
+
+    written: dict[int, _Written] = field(default_factory=dict)
+
+    def stale(self, job_id: int, fresh: _Written) -> bool:
+        old = self.written.get(job_id)
+        if old is None or old.code != fresh.code:
+            return True
+        if (old.estimated_start is None) != (fresh.estimated_start is None):
+            return True
+        if old.estimated_start and fresh.estimated_start:
+            drift = abs((fresh.estimated_start - old.estimated_start).total_seconds())
+            if drift >= ESTIMATE_RESOLUTION_S:
+                return True
+        return old.figures != fresh.figures and fresh.at - old.at >= FIGURES_EVERY_S
+
+    def keep_only(self, job_ids: Iterable[int]) -> None:
+        """Forget jobs that no longer wait: one queued again later is written afresh."""
+        self.written = {i: self.written[i] for i in job_ids if i in self.written}
+
+
+def _pending(decisions: dict[int, Pending], explanations: Explanations) -> None:
+    explanations.keep_only(decisions)
+    now = time.monotonic()
+    changed, written = [], {}
+    for job_id, pending in decisions.items():
+        fresh = _Written(
+            pending.reason.code, dict(pending.reason.figures), _moment(pending.estimated_start), now
         )
-        drift = (
-            abs((earliest - job.estimated_start).total_seconds())
-            if earliest and job.estimated_start
-            else None
-        )
-        same_time = (earliest is None and job.estimated_start is None) or (
-            drift is not None and drift < ESTIMATE_RESOLUTION_S
-        )
-        figures = dict(pending.reason.figures)
-        if job.pending_code == pending.reason.code and job.pending_figures == figures and same_time:
+        if not explanations.stale(job_id, fresh):
             continue
-        job.pending_code, job.pending_message = pending.reason.code, pending.reason.message[:255]
-        job.pending_figures, job.estimated_start, job.estimated_start_latest = (
-            figures,
-            earliest,
-            latest,
+        latest = pending.estimated_start_range[1] if pending.estimated_start_range else None
+        changed.append(
+            Job(
+                pk=job_id,
+                pending_code=fresh.code,
+                pending_message=pending.reason.message[:255],
+                pending_figures=fresh.figures,
+                estimated_start=fresh.estimated_start,
+                estimated_start_latest=_moment(latest),
+            )
         )
-        changed.append(job)
-    update_rows(
-        changed,
-        [
-            "pending_code",
-            "pending_message",
-            "pending_figures",
-            "estimated_start",
-            "estimated_start_latest",
-        ],
-    )
+        written[job_id] = fresh
+    # A job cancelled since the snapshot keeps no explanation.
+    update_rows(changed, EXPLANATION_FIELDS, where={"state": State.QUEUED})
+    transaction.on_commit(partial(explanations.written.update, written))
 
 
-def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
+def apply_decisions(
+    decisions: Decisions, now: datetime, explanations: Explanations | None = None
+) -> Applied:
     applied = Applied()
     # One transaction; the moves, their JobEvents and audit events are written together.
     with writing() as jobs:
@@ -160,5 +186,5 @@ def apply_decisions(decisions: Decisions, now: datetime) -> Applied:
             if job is not None and job.state == State.QUEUED:  # not cancelled meanwhile
                 admit(job, dict(admission.placement))
                 applied.admitted.append(job)
-        _pending(decisions.pending)
+        _pending(decisions.pending, explanations or Explanations())
     return applied

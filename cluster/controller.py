@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from audit.record import record
 from cluster import lease
-from cluster.apply import apply_decisions, stop_preempted
+from cluster.apply import Explanations, apply_decisions, stop_preempted
 from cluster.backend import ClusterBackend, Obj, Unavailable
 from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
 from cluster.logs import LogFollowers
@@ -106,6 +106,7 @@ class Controller:
         # What was last mapped per object, so repeated reports of the same state cost nothing.
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
+        self.explanations = Explanations()
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
 
     # -- the loop ------------------------------------------------------------------------------
@@ -137,6 +138,7 @@ class Controller:
         self.leading = True
         self._signatures.clear()
         self._followed.clear()
+        self.explanations = Explanations()
         self._watch_stop = threading.Event()
         versions = self.reconcile()
         self._watchers = [
@@ -327,7 +329,7 @@ class Controller:
         if not lease.still_leading(self.identity):
             self.stop_leading()
             return
-        applied = apply_decisions(decisions, now)
+        applied = apply_decisions(decisions, now, self.explanations)
         self._delete_all(applied.deletions)
         for job in applied.admitted:
             self.kube_pool.submit(self._create, job)

@@ -23,6 +23,14 @@ TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 ACTIVE_STATES = frozenset(set(State) - TERMINAL_STATES)
 HOLDING_STATES = frozenset({State.ADMITTED, State.RUNNING})
 """States in which a job holds GPUs (its placement counts against nodes and quota)."""
+EXPLANATION_FIELDS = (
+    "pending_code",
+    "pending_message",
+    "pending_figures",
+    "estimated_start",
+    "estimated_start_latest",
+)
+"""Why a QUEUED job waits and when it should start: the scheduler's word, cleared on leaving."""
 
 
 class Job(TenantOwned):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from jobs.models import HOLDING_STATES, Job, JobEvent, State
+from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
 from portal.bulk import update_rows
 
@@ -147,13 +147,7 @@ def transition(
     if to_state != State.QUEUED:
         job.pending_code, job.pending_message, job.pending_figures = "", "", {}
         job.estimated_start = job.estimated_start_latest = None
-        changed += [
-            "pending_code",
-            "pending_message",
-            "pending_figures",
-            "estimated_start",
-            "estimated_start_latest",
-        ]
+        changed += EXPLANATION_FIELDS
     event = JobEvent(
         team_id=job.team_id,
         job=job,

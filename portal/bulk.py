@@ -2,27 +2,36 @@
 
 Django's `bulk_update` builds a CASE WHEN expression per row and field; at the controller's
 volume (hundreds of jobs moving per turn) resolving those expressions cost more than the
-database did. This sends the values as a table instead and joins on the primary key:
+database did. This sends the values as a table instead and joins on the primary key. On
+PostgreSQL each column travels as one array, so the statement stays the same size whatever
+the number of rows (a statement with thousands of placeholders costs the client more to bind
+than the server to run):
 
-    UPDATE t SET f1 = v.column2, f2 = v.column3
-    FROM (VALUES (%s, %s, %s), ...) AS v WHERE t.id = v.column1
+    UPDATE t SET f1 = v.c2, f2 = v.c3
+    FROM unnest(%s::bigint[], %s::varchar[], %s::jsonb[]) AS v(c1, c2, c3) WHERE t.id = v.c1
 
-PostgreSQL and SQLite (3.33 and newer) both take this form; on PostgreSQL each value is cast to
-its column's type, as VALUES alone would leave untyped parameters as text.
+SQLite (3.33 and newer) gets the same join over a VALUES list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 BATCH_ROWS = 500
 
 
-def update_rows(objs: Sequence[Model], fields: Sequence[str]) -> int:
-    """Save `fields` of every object in `objs` (all of one model); returns rows updated."""
+def update_rows(
+    objs: Sequence[Model], fields: Sequence[str], *, where: Mapping[str, Any] | None = None
+) -> int:
+    """Save `fields` of every object in `objs` (all of one model); returns rows updated.
+
+    `where` ({field: value}) leaves alone the rows that no longer match it.
+    """
     if not objs or not fields:
         return 0
     model = type(objs[0])
@@ -30,31 +39,50 @@ def update_rows(objs: Sequence[Model], fields: Sequence[str]) -> int:
     connection = connections[router.db_for_write(model)]
     quote = connection.ops.quote_name
     columns: list[Field] = [meta.pk, *(meta.get_field(name) for name in fields)]  # type: ignore[list-item]
-    if connection.vendor == "postgresql":
-        cells = [f"CAST(%s AS {column.db_type(connection)})" for column in columns]
-    else:
-        cells = ["%s"] * len(columns)
-    row = f"({', '.join(cells)})"
-    names = [f"column{i + 1}" for i in range(len(columns))]  # what both name VALUES columns
+    names = [f"c{i + 1}" for i in range(len(columns))]
     table = quote(meta.db_table)
     assignments = ", ".join(
         f"{quote(str(column.column))} = v.{name}"
         for column, name in zip(columns[1:], names[1:], strict=True)
     )
+    conditions = [f"{table}.{quote(str(columns[0].column))} = v.c1"]
+    condition_params = []
+    for name, value in (where or {}).items():
+        field = meta.get_field(name)
+        conditions.append(f"{table}.{quote(str(field.column))} = %s")  # type: ignore[union-attr]
+        condition_params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
+    head = f"UPDATE {table} SET {assignments} FROM "
+    tail = f" WHERE {' AND '.join(conditions)}"
     updated = 0
     with connection.cursor() as cursor:
         for start in range(0, len(objs), BATCH_ROWS):
-            chunk = objs[start : start + BATCH_ROWS]
-            params = [
-                column.get_db_prep_save(getattr(obj, column.attname), connection)
-                for obj in chunk
-                for column in columns
+            rows = [
+                [
+                    column.get_db_prep_save(getattr(obj, column.attname), connection)
+                    for column in columns
+                ]
+                for obj in objs[start : start + BATCH_ROWS]
             ]
-            cursor.execute(
-                f"UPDATE {table} SET {assignments} "
-                f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v "
-                f"WHERE {table}.{quote(str(columns[0].column))} = v.column1",
-                params,
-            )
+            source, params = _source(connection, columns, names, rows)
+            cursor.execute(head + source + tail, [*params, *condition_params])
             updated += cursor.rowcount
     return updated
+
+
+def _source(
+    connection: BaseDatabaseWrapper,
+    columns: list[Field],
+    names: list[str],
+    rows: list[list[Any]],
+) -> tuple[str, list[Any]]:
+    """The rows as a table `v` with columns `names`, and its parameters."""
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%s::{column.cast_db_type(connection)}[]" for column in columns)
+        return f"unnest({arrays}) AS v({', '.join(names)})", [
+            list(c) for c in zip(*rows, strict=True)
+        ]
+    row = f"({', '.join(['%s'] * len(columns))})"
+    values = f"(VALUES {', '.join([row] * len(rows))})"
+    # SQLite names a VALUES list's columns column1, column2, ...
+    renamed = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate(names))
+    return f"(SELECT {renamed} FROM {values}) AS v", [cell for r in rows for cell in r]

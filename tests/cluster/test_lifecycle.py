@@ -132,3 +132,33 @@ def test_a_warning_about_an_admitted_jobs_pod_becomes_its_reason(cluster: Cluste
             and job.state_reason.startswith("FailedScheduling: 0/12 nodes")
         )
     )
+
+
+def test_a_waiting_job_keeps_why_and_when_until_it_is_admitted(cluster: Cluster) -> None:
+    from jobs.actions import cancel_job
+
+    running = [cluster.submit(runtime_s=600, gpus_per_node=8) for _ in range(4)]  # 32 of 32
+    waiting = cluster.submit(runtime_s=3, gpus_per_node=8)
+
+    def explained() -> bool:
+        waiting.refresh_from_db()
+        return all(cluster.state(j) == State.RUNNING for j in running) and bool(
+            waiting.pending_code
+        )
+
+    cluster.drive(explained)
+    assert waiting.state == State.QUEUED
+    assert waiting.pending_code == "QUOTA_EXHAUSTED"
+    assert (waiting.pending_figures["used"], waiting.pending_figures["limit"]) == (32, 32)
+    assert waiting.pending_message == waiting.pending_message.strip() != ""
+    assert waiting.estimated_start is not None  # when the running jobs' runtime limits end
+    assert waiting.estimated_start_latest is not None
+    assert waiting.estimated_start <= waiting.estimated_start_latest
+
+    cancel_job(running[0], acting_user=cluster.world.bob)
+    cluster.drive(lambda: cluster.state(waiting) in (State.ADMITTED, State.RUNNING))
+    assert (waiting.pending_code, waiting.pending_figures, waiting.estimated_start) == (
+        "",
+        {},
+        None,
+    )

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from jobs.actions import submit_job
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.spec import parse_spec
 from portal.bulk import BATCH_ROWS, update_rows
 from tests.conftest import World, spec
@@ -70,3 +70,14 @@ def test_nothing_to_write_sends_nothing(world: World) -> None:
     assert update_rows([], ["state_reason"]) == 0
     assert update_rows(jobs, []) == 0
     assert len(connection.queries) == before
+
+
+def test_rows_that_no_longer_match_the_condition_are_left_alone(world: World) -> None:
+    waiting, cancelled = _jobs(world, 2)
+    Job.unscoped.filter(pk=cancelled.pk).update(state=State.CANCELLED)
+    for job in (waiting, cancelled):
+        job.pending_code = "PRIORITY"
+
+    assert update_rows([waiting, cancelled], ["pending_code"], where={"state": State.QUEUED}) == 1
+    assert Job.unscoped.get(pk=waiting.pk).pending_code == "PRIORITY"
+    assert Job.unscoped.get(pk=cancelled.pk).pending_code == ""

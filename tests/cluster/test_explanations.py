@@ -1,0 +1,52 @@
+"""Which waiting jobs a cycle writes: changed reasons and estimates now, figures now and then."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from cluster.apply import ESTIMATE_RESOLUTION_S, FIGURES_EVERY_S, Explanations, _Written
+
+START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _written(
+    code: str = "PRIORITY", ahead: int = 3, start: datetime | None = START, at: float = 0
+) -> _Written:
+    return _Written(code, {"jobs_ahead": ahead}, start, at)
+
+
+def _remembering(written: _Written) -> Explanations:
+    return Explanations(written={1: written})
+
+
+def test_a_job_never_written_is_written() -> None:
+    assert Explanations().stale(1, _written())
+
+
+def test_the_same_explanation_is_not_written_again() -> None:
+    assert not _remembering(_written()).stale(1, _written(at=60))
+
+
+def test_a_new_reason_code_is_written_at_once() -> None:
+    assert _remembering(_written()).stale(1, _written(code="NO_CAPACITY", at=0.1))
+
+
+def test_an_estimate_that_moves_is_written_once_it_moves_by_the_resolution() -> None:
+    explanations = _remembering(_written())
+    nearly = START + timedelta(seconds=ESTIMATE_RESOLUTION_S - 1)
+    assert not explanations.stale(1, _written(start=nearly, at=0.1))
+    moved = START + timedelta(seconds=ESTIMATE_RESOLUTION_S)
+    assert explanations.stale(1, _written(start=moved, at=0.1))
+    assert explanations.stale(1, _written(start=None, at=0.1))
+
+
+def test_figures_alone_are_rewritten_only_every_few_seconds() -> None:
+    explanations = _remembering(_written(ahead=3))
+    assert not explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S - 0.1))
+    assert explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S))
+
+
+def test_jobs_that_stopped_waiting_are_forgotten() -> None:
+    explanations = Explanations(written={1: _written(), 2: _written()})
+    explanations.keep_only([2, 3])
+    assert list(explanations.written) == [2]
