@@ -318,6 +318,9 @@ def _run(
         "postgres": postgres1 - postgres0,
     }
     figures = _figures(args.scale, cpu, gpus)
+    seen = sum(controller.stats.counts.values())
+    figures["watch_events_per_job"] = round(seen / max(1, figures["succeeded"]), 1)
+    figures["cycles"] = controller.stats.cycles
     if args.json:
         return figures
     lines = [
@@ -332,6 +335,10 @@ def _run(
             f"   ratio {wait / KUEUE[cls]:.2f}"
         )
     lines.append(f"  controller CPU {figures['controller_cpu_ms_per_job']} ms per admitted job")
+    lines.append(
+        f"  {figures['watch_events_per_job']} watch events per job; "
+        f"{figures['cycles']} scheduling cycles"
+    )
     lines.append(
         "  CPU per job by process: "
         + ", ".join(f"{role} {ms} ms" for role, ms in figures["cpu_ms_per_job"].items())

@@ -20,7 +20,7 @@ from cluster.observe import writing
 from jobs import states
 from jobs.models import EXPLANATION_FIELDS, Job, State
 from jobs.states import transition
-from portal.bulk import update_rows
+from portal.bulk import update_values
 from scheduler import Decisions, Pending
 
 # Rows are locked with FOR UPDATE OF the job table only: locking the joined team, queue and user
@@ -147,18 +147,18 @@ def _pending(decisions: dict[int, Pending], explanations: Explanations) -> None:
             continue
         latest = pending.estimated_start_range[1] if pending.estimated_start_range else None
         changed.append(
-            Job(
-                pk=job_id,
-                pending_code=fresh.code,
-                pending_message=pending.reason.message[:255],
-                pending_figures=fresh.figures,
-                estimated_start=fresh.estimated_start,
-                estimated_start_latest=_moment(latest),
+            (
+                job_id,
+                fresh.code,
+                pending.reason.message[:255],
+                fresh.figures,
+                fresh.estimated_start,
+                _moment(latest),
             )
         )
         written[job_id] = fresh
     # A job cancelled since the snapshot keeps no explanation.
-    update_rows(changed, EXPLANATION_FIELDS, where={"state": State.QUEUED})
+    update_values(Job, EXPLANATION_FIELDS, changed, where={"state": State.QUEUED})
     transaction.on_commit(partial(explanations.written.update, written))
 
 

@@ -55,6 +55,11 @@ SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
 WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
 MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
+SCHEDULING_SHARE = 0.5
+"""At most about this share of the loop's time goes to scheduling cycles: after a cycle that
+took t, the next waits t × (1 / share − 1). A cycle's cost grows with the queue; without this,
+a long queue would have the loop cycling back to back while watch reports pile up, and every
+report left waiting makes the next cycle's snapshot longer still."""
 
 
 @dataclass
@@ -101,6 +106,7 @@ class Controller:
         self._watchers: list[Watcher] = []
         self._dirty = True
         self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0}
+        self._next_cycle = 0.0  # monotonic time before which no event-driven cycle runs
         self._queued_marker: tuple[int, int] | None = None
         self._usage: dict[str, float] = {}
         # What was last mapped per object, so repeated reports of the same state cost nothing.
@@ -181,7 +187,8 @@ class Controller:
                     self._event("jobs", "MODIFIED", obj)
             self.provisioner.sync()
             self._last["reconcile"] = now
-        if self._dirty or now - self._last["cycle"] >= self.timing.cycle_every_s:
+        periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
+        if (self._dirty and now >= self._next_cycle) or periodic:
             self.cycle()
         self._expire_grace()
         self._delete_cancelled()
@@ -333,9 +340,11 @@ class Controller:
         self._delete_all(applied.deletions)
         for job in applied.admitted:
             self.kube_pool.submit(self._create, job)
+        took = time.perf_counter() - started
+        self._next_cycle = time.monotonic() + took * (1 / SCHEDULING_SHARE - 1)
         self.stats.cycles += 1
         self.stats.admitted += len(applied.admitted)
-        self.stats.cycle_seconds += time.perf_counter() - started
+        self.stats.cycle_seconds += took
 
     def _create(self, job: Job) -> None:
         try:

@@ -2,15 +2,17 @@
 
 Configuration comes from KUBECONFIG (or ~/.kube/config) or, inside a pod, the in-cluster service
 account. Raw JSON is used both ways (dicts in, `raw_object` and `_preload_content=False` out), so
-nothing is converted twice on the hot path of thousands of jobs.
+nothing is converted twice on the hot path of thousands of jobs; orjson decodes what comes back
+(watch streams are most of the controller's reading, at about twice the standard library's
+speed).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException, RESTResponse
 
@@ -102,7 +104,7 @@ class KubernetesBackend:
     ) -> Any:
         response = self._request(method, path, body, query)
         response.read()
-        return json.loads(response.data or b"null")
+        return orjson.loads(response.data or b"null")
 
     def apply(self, obj: Obj) -> None:
         collection, name = self._path(obj)
@@ -179,7 +181,7 @@ class KubernetesBackend:
             raise _unavailable(exc) from exc
         try:
             for line in _lines(response):
-                event = json.loads(line)
+                event = orjson.loads(line)
                 raw = event["object"]
                 if event["type"] == "ERROR":
                     if raw.get("code") == 410:

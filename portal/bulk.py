@@ -28,13 +28,29 @@ BATCH_ROWS = 500
 def update_rows(
     objs: Sequence[Model], fields: Sequence[str], *, where: Mapping[str, Any] | None = None
 ) -> int:
-    """Save `fields` of every object in `objs` (all of one model); returns rows updated.
-
-    `where` ({field: value}) leaves alone the rows that no longer match it.
-    """
+    """Save `fields` of every object in `objs` (all of one model); returns rows updated."""
     if not objs or not fields:
         return 0
-    model = type(objs[0])
+    names = [objs[0]._meta.pk.attname, *(objs[0]._meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
+    rows = [[getattr(obj, name) for name in names] for obj in objs]
+    return update_values(type(objs[0]), fields, rows, where=where)
+
+
+def update_values(
+    model: type[Model],
+    fields: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    where: Mapping[str, Any] | None = None,
+) -> int:
+    """Write each row's values (primary key first, then `fields` in order) to the row with that
+    key; returns rows updated. `where` ({field: value}) leaves alone rows that no longer match.
+
+    For many rows of which no model instance is at hand: building one per row costs more than
+    the write.
+    """
+    if not rows or not fields:
+        return 0
     meta = model._meta
     connection = connections[router.db_for_write(model)]
     quote = connection.ops.quote_name
@@ -55,15 +71,15 @@ def update_rows(
     tail = f" WHERE {' AND '.join(conditions)}"
     updated = 0
     with connection.cursor() as cursor:
-        for start in range(0, len(objs), BATCH_ROWS):
-            rows = [
+        for start in range(0, len(rows), BATCH_ROWS):
+            prepared = [
                 [
-                    column.get_db_prep_save(getattr(obj, column.attname), connection)
-                    for column in columns
+                    column.get_db_prep_save(value, connection)
+                    for column, value in zip(columns, row, strict=True)
                 ]
-                for obj in objs[start : start + BATCH_ROWS]
+                for row in rows[start : start + BATCH_ROWS]
             ]
-            source, params = _source(connection, columns, names, rows)
+            source, params = _source(connection, columns, names, prepared)
             cursor.execute(head + source + tail, [*params, *condition_params])
             updated += cursor.rowcount
     return updated
