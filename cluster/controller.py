@@ -33,8 +33,10 @@ from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
 from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
+    REPORT_FIELDS,
     LockedJobs,
     explain_admitted,
+    ids_of,
     job_signature,
     node_lost,
     observe_job,
@@ -97,6 +99,8 @@ class Controller:
         self.timing = timing or Timing()
         self.seen: queue.Queue[Seen] = queue.Queue()
         self.pods: dict[str, dict[str, Obj]] = defaultdict(dict)
+        self.cluster_jobs: dict[tuple[str, str], Obj] = {}
+        """The portal's Jobs as the watch last reported them, by (namespace, name)."""
         self.kube_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube")
         self.followers = LogFollowers(backend)
         self.provisioner = Provisioner(backend)
@@ -105,7 +109,7 @@ class Controller:
         self._watch_stop = threading.Event()
         self._watchers: list[Watcher] = []
         self._dirty = True
-        self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0}
+        self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0, "poll": 0.0}
         self._next_cycle = 0.0  # monotonic time before which no event-driven cycle runs
         self._queued_marker: tuple[int, int] | None = None
         self._usage: dict[str, float] = {}
@@ -178,26 +182,31 @@ class Controller:
                 return
             self._last["renew"] = now
         self._drain(self.timing.debounce_s)
-        self._notice_submissions()
+        # What the web role writes is polled at most once per debounce interval: a busy loop
+        # turns many times a second, and these queries find nothing new on most turns.
+        polling = now - self._last["poll"] >= self.timing.debounce_s
+        if polling:
+            self._notice_submissions()
+            self._last["poll"] = now
         if now - self._last["reconcile"] >= self.timing.reconcile_every_s:
-            jobs = self.backend.list("jobs", SELECTOR).items
-            self.reconcile_jobs(jobs)
-            with self._writing():  # catches up on any report a failed batch dropped
-                for obj in jobs:
-                    self._event("jobs", "MODIFIED", obj)
+            # From what the watch holds, as an informer resyncs: listing every Job again (an
+            # hour of finished ones among them) cost more than all the rest of the turn.
+            with self._writing():
+                self._resync(list(self.cluster_jobs.values()))
             self.provisioner.sync()
             self._last["reconcile"] = now
         periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
         if (self._dirty and now >= self._next_cycle) or periodic:
             self.cycle()
-        self._expire_grace()
-        self._delete_cancelled()
+        if polling:
+            self._expire_grace()
+            self._delete_cancelled()
 
     # -- taking in what the cluster reports -------------------------------------------------------
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        with writing() as self.locked:
+        with writing(REPORT_FIELDS) as self.locked:
             yield
 
     def _drain(self, wait_s: float) -> None:
@@ -218,10 +227,7 @@ class Controller:
         try:
             with self._writing():
                 self.locked.lock(
-                    job_id
-                    for seen in batch
-                    if seen.kind in ("jobs", "pods") and seen.object is not None
-                    if (job_id := portal_job_id(seen.object)) is not None
+                    ids_of(s.object for s in batch if s.kind in ("jobs", "pods") and s.object)
                 )
                 for seen in batch:
                     self.stats.counts[f"{seen.kind}.{seen.type}"] += 1
@@ -244,7 +250,7 @@ class Controller:
             for pod in seen.items:
                 self._event("pods", "MODIFIED", pod)
         else:
-            self.reconcile_jobs(list(seen.items))
+            self._listed_jobs(list(seen.items))
 
     def _event(self, kind: str, type_: str, obj: Obj) -> None:
         if kind == "events":
@@ -255,6 +261,11 @@ class Controller:
         elif kind == "pods":
             self._pod(type_, obj)
         else:
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if type_ == "DELETED":
+                self.cluster_jobs.pop(key, None)
+            else:
+                self.cluster_jobs[key] = obj
             signature = job_signature(obj)
             if self._signatures.get(obj["metadata"]["name"]) == signature:
                 return
@@ -400,18 +411,11 @@ class Controller:
         pods = self.backend.list("pods", SELECTOR)
         self.pods.clear()
         with self._writing():
-            self.locked.lock(
-                job_id for obj in pods.items if (job_id := portal_job_id(obj)) is not None
-            )
+            self.locked.lock(ids_of(pods.items))
             for pod in pods.items:
                 self._pod("MODIFIED", pod)
-        self.reconcile_jobs(jobs.items)
         with self._writing():
-            self.locked.lock(
-                job_id for obj in jobs.items if (job_id := portal_job_id(obj)) is not None
-            )
-            for obj in jobs.items:
-                self._event("jobs", "MODIFIED", obj)
+            self._listed_jobs(jobs.items)
         self._last["reconcile"] = time.monotonic()
         return {
             "nodes": nodes.resource_version,
@@ -421,11 +425,28 @@ class Controller:
             "events": self.backend.list("events", field_selector=WARNINGS).resource_version,
         }
 
+    def _listed_jobs(self, items: list[Obj]) -> None:
+        """A complete listing of the portal's Jobs: what the watch holds from now on."""
+        self.cluster_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
+        self._resync(items)
+
+    def _resync(self, items: list[Obj]) -> None:
+        """Reconcile, then map every Job again: catches up on reports a failed batch dropped."""
+        self.reconcile_jobs(items)
+        self.locked.lock(ids_of(items))
+        for obj in items:
+            self._event("jobs", "MODIFIED", obj)
+
     def reconcile_jobs(self, items: list[Obj]) -> None:
-        """Nothing lost, nothing twice: recreate what the database expects, delete strays."""
+        """Nothing lost, nothing twice: recreate what the database expects, delete strays.
+
+        Runs inside a `_writing()` block: what it changes commits with the rest of the turn.
+        """
         present = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
+        # Asked only about the jobs the cluster holds, not about every job ever run.
         known = (
-            Job.unscoped.exclude(k8s_name="")
+            Job.unscoped.filter(pk__in=ids_of(items))
+            .exclude(k8s_name="")
             .exclude(state=State.CANCELLED)
             .values_list("team__slug", "k8s_name")
             .iterator(chunk_size=5000)
@@ -449,22 +470,20 @@ class Controller:
 
     def _vanished(self, job_ids: list[int]) -> None:
         """Running jobs whose Job objects are gone from the cluster: run them again."""
-        with self._writing():
-            self.locked.lock(job_ids)
-            for job_id in job_ids:
-                job = self.locked.get(job_id)
-                if job is not None and job.state == State.RUNNING:
-                    requeue_or_fail(job, "its Job object vanished from the cluster")
-                    self._dirty = True
+        self.locked.lock(job_ids)
+        for job_id in job_ids:
+            job = self.locked.get(job_id)
+            if job is not None and job.state == State.RUNNING:
+                requeue_or_fail(job, "its Job object vanished from the cluster")
+                self._dirty = True
 
     def _stray(self, namespace: str, name: str) -> None:
         log.warning("deleting stray Job %s/%s", namespace, name)
-        self._delete(namespace, name)
-        with transaction.atomic():
-            record(
-                "cluster.stray_deleted",
-                actor=None,
-                team=None,
-                target=("batch.job", f"{namespace}/{name}"),
-            )
+        self._delete_all([(namespace, name)])
+        record(
+            "cluster.stray_deleted",
+            actor=None,
+            team=None,
+            target=("batch.job", f"{namespace}/{name}"),
+        )
         self.stats.strays_deleted += 1

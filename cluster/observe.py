@@ -31,28 +31,46 @@ def portal_job_id(obj: Obj) -> int | None:
     return int(raw) if raw and raw.isdigit() else None
 
 
+def ids_of(objs: Iterable[Obj]) -> set[int]:
+    """The portal job ids of these Jobs and Pods (objects without one are left out)."""
+    return {job_id for obj in objs if (job_id := portal_job_id(obj)) is not None}
+
+
+REPORT_FIELDS = (
+    *("id", "team_id", "name", "state", "state_reason", "attempts", "exit_code", "placement"),
+    *("nodes", "gpus_per_node", "max_runtime", "k8s_name", "grace_until", "preempted_for_id"),
+    *("pending_code", "pending_message", "estimated_start", "submitted_at"),
+    *("team__slug", "owner__username", "queue__name", "queue__priority", "gpu_type__name"),
+)
+"""What mapping cluster reports onto jobs reads, and their status messages show: loading the
+whole spec (JSON command, args and env) and the owner's whole row for each job was the larger
+part of a batch's cost. Anything else is loaded when first read."""
+
+
 class LockedJobs:
     """Job rows locked FOR UPDATE until the transaction ends, one object per job.
 
     `lock()` takes many rows in one query (in id order, so two lockers never deadlock); `get()`
     fetches one it has not seen. Every change in the transaction goes through the same object,
-    which is what lets `jobs.states.batch()` write them together.
+    which is what lets `jobs.states.batch()` write them together. With `only`, just those fields
+    are read (see REPORT_FIELDS).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, only: tuple[str, ...] = ()) -> None:
         self._rows: dict[int, Job | None] = {}
+        self._only = only
 
     def lock(self, job_ids: Iterable[int]) -> None:
         wanted = sorted(set(job_ids) - self._rows.keys())
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start : start + 1000]
-            found = {
-                job.pk: job
-                for job in Job.unscoped.select_for_update(of=("self",))
+            rows = (
+                Job.unscoped.select_for_update(of=("self",))
                 .select_related("team", "owner", "queue", "gpu_type")
                 .filter(pk__in=chunk)
                 .order_by("pk")
-            }
+            )
+            found = {job.pk: job for job in (rows.only(*self._only) if self._only else rows)}
             for job_id in chunk:
                 self._rows[job_id] = found.get(job_id)
 
@@ -63,10 +81,10 @@ class LockedJobs:
 
 
 @contextmanager
-def writing() -> Iterator[LockedJobs]:
+def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
     """One transaction in which job rows are locked together and every change is batched."""
     with transaction.atomic(), audit.batch(), states.batch():
-        yield LockedJobs()
+        yield LockedJobs(only)
 
 
 def _k8s_job_name(obj: Obj) -> str:

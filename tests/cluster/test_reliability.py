@@ -50,6 +50,16 @@ def test_cluster_api_away_for_30_s_then_back(cluster: Cluster) -> None:
     assert _k8s_jobs_of(cluster, during.pk) == [f"job-{during.pk}-1"]
 
 
+def test_a_running_job_whose_job_object_vanishes_runs_again(cluster: Cluster) -> None:
+    job = cluster.submit(runtime_s=40)
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING)
+    cluster.backend.delete_job("gpu-vision", job.k8s_name)  # behind the portal's back
+
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING and job.attempts == 2)
+    assert job.events.filter(reason="its Job object vanished from the cluster").exists()
+    assert _k8s_jobs_of(cluster, job.pk) == [f"job-{job.pk}-2"]
+
+
 def test_controller_killed_after_admitting_is_caught_up_by_its_successor(cluster: Cluster) -> None:
     first = cluster.controller
     first._create = lambda job: None  # type: ignore[method-assign]  # dies before telling k8s
