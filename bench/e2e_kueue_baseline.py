@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import resource
@@ -279,6 +280,7 @@ def _run(
                 profile.runcall(controller.run, stop)
                 profile.dump_stats(args.profile)
 
+        gc.freeze()  # as `manage.py controller` does
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         while not controller.leading:

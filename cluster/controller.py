@@ -44,6 +44,8 @@ from cluster.observe import (
     pod_signature,
     portal_job_id,
     requeue_or_fail,
+    slim_job,
+    slim_pod,
     writing,
 )
 from cluster.provision import Provisioner
@@ -265,7 +267,7 @@ class Controller:
             if type_ == "DELETED":
                 self.cluster_jobs.pop(key, None)
             else:
-                self.cluster_jobs[key] = obj
+                self.cluster_jobs[key] = slim_job(obj)
             signature = job_signature(obj)
             if self._signatures.get(obj["metadata"]["name"]) == signature:
                 return
@@ -293,7 +295,7 @@ class Controller:
                 self.pods.pop(owner, None)
             self._signatures.pop(name, None)
             return
-        self.pods[owner][name] = pod
+        self.pods[owner][name] = slim_pod(pod)
         signature = pod_signature(pod)
         if self._signatures.get(name) == signature:
             return  # nothing the portal maps has changed (heartbeats, IPs, timestamps)
@@ -427,7 +429,9 @@ class Controller:
 
     def _listed_jobs(self, items: list[Obj]) -> None:
         """A complete listing of the portal's Jobs: what the watch holds from now on."""
-        self.cluster_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
+        self.cluster_jobs = {
+            (o["metadata"]["namespace"], o["metadata"]["name"]): slim_job(o) for o in items
+        }
         self._resync(items)
 
     def _resync(self, items: list[Obj]) -> None:

@@ -169,6 +169,37 @@ def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
     return None
 
 
+def slim_job(obj: Obj) -> Obj:
+    """The part of a Job that `observe_job` and reconciliation read, to keep for as long as
+    the Job exists: finished Jobs stay an hour, and thousands of whole objects kept the
+    garbage collector walking far more than the controller ever read."""
+    meta = obj["metadata"]
+    return {
+        "kind": obj.get("kind", "Job"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
+        "status": {"conditions": (obj.get("status") or {}).get("conditions") or []},
+    }
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """The part of a Pod that mapping its Job's end reads (`_lost_node`, `_terminated`)."""
+    status = pod.get("status") or {}
+    return {
+        "metadata": {
+            k: pod["metadata"][k] for k in ("name", "namespace", "labels") if k in pod["metadata"]
+        },
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "status": {
+            "phase": status.get("phase"),
+            "reason": status.get("reason"),
+            "conditions": status.get("conditions") or [],
+            "containerStatuses": [
+                {"state": s.get("state") or {}} for s in status.get("containerStatuses") or []
+            ],
+        },
+    }
+
+
 def observe_job(obj: Obj, pods: list[Obj], locked: LockedJobs) -> Deletion | None:
     """The Job's Complete or Failed condition ends the portal job, with the reason."""
     job_id = portal_job_id(obj)
