@@ -23,9 +23,6 @@ from jobs.states import transition
 from portal.bulk import update_values
 from scheduler import Decisions, Pending
 
-# Rows are locked with FOR UPDATE OF the job table only: locking the joined team, queue and user
-# rows too would block (and could deadlock with) every submission to those teams.
-
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
 # drift would make every cycle a bulk write.
 ESTIMATE_RESOLUTION_S = 10

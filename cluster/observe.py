@@ -64,8 +64,12 @@ class LockedJobs:
         wanted = sorted(set(job_ids) - self._rows.keys())
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start : start + 1000]
+            # FOR NO KEY UPDATE OF the job table only: locking the joined team, queue and user
+            # rows too would block (and could deadlock with) every submission to those teams,
+            # and a plain FOR UPDATE would also block (and deadlock with) every insert that
+            # refers to a locked job (log chunks, roll-ups): a foreign key check takes KEY SHARE.
             rows = (
-                Job.unscoped.select_for_update(of=("self",))
+                Job.unscoped.select_for_update(of=("self",), no_key=True)
                 .select_related("team", "owner", "queue", "gpu_type")
                 .filter(pk__in=chunk)
                 .order_by("pk")

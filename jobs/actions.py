@@ -167,7 +167,7 @@ def submit_job(team: Team, spec: JobSpec, *, acting_user: User) -> Job:
 def cancel_job(job: Job, *, acting_user: User, reason: str = "cancelled by user") -> Job:
     """Cancel a job that has not ended; the controller stops whatever runs in the cluster."""
     with transaction.atomic():
-        job = Job.objects.for_team(job.team).select_for_update().get(pk=job.pk)
+        job = Job.objects.for_team(job.team).select_for_update(no_key=True).get(pk=job.pk)
         if job.state in TERMINAL_STATES:
             raise ValidationError({"state": f"job {job.pk} has already ended ({job.state})"})
         before = {"state": job.state}
