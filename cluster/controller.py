@@ -52,13 +52,17 @@ from cluster.provision import Provisioner
 from cluster.snapshot import build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
+from jobs.streams import holding_usage, publish_usage
 from scheduler import PolicyConfig, schedule
+from tenants.models import Team
 
 log = logging.getLogger(__name__)
 SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
 WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
 MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
+USAGE_EVERY_S = 1.0
+"""A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
 """At most about this share of the loop's time goes to scheduling cycles: after a cycle that
 took t, the next waits t × (1 / share − 1). A cycle's cost grows with the queue; without this,
@@ -111,7 +115,14 @@ class Controller:
         self._watch_stop = threading.Event()
         self._watchers: list[Watcher] = []
         self._dirty = True
-        self._last = {"cycle": 0.0, "reconcile": 0.0, "usage": -1e9, "renew": 0.0, "poll": 0.0}
+        self._last = {
+            "cycle": 0.0,
+            "reconcile": 0.0,
+            "usage": -1e9,
+            "renew": 0.0,
+            "poll": 0.0,
+            "usage_sent": 0.0,
+        }
         self._next_cycle = 0.0  # monotonic time before which no event-driven cycle runs
         self._queued_marker: tuple[int, int] | None = None
         self._usage: dict[str, float] = {}
@@ -119,6 +130,7 @@ class Controller:
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
         self.explanations = Explanations()
+        self._usage_teams: dict[int, Team] = {}  # held GPUs changed; figures not sent yet
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
 
     # -- the loop ------------------------------------------------------------------------------
@@ -176,6 +188,15 @@ class Controller:
 
     def step(self) -> None:
         """One turn: renew, take in what was seen, schedule if due, finish what is pending."""
+        with holding_usage(self._usage_teams):
+            self._turn()
+        now = time.monotonic()
+        if self._usage_teams and now - self._last["usage_sent"] >= USAGE_EVERY_S:
+            teams, self._usage_teams = list(self._usage_teams.values()), {}
+            publish_usage(teams)
+            self._last["usage_sent"] = now
+
+    def _turn(self) -> None:
         now = time.monotonic()
         if now - self._last["renew"] >= self.timing.renew_every_s:
             if not lease.try_acquire(self.identity):

@@ -18,7 +18,7 @@ from jobs.actions import cancel_job, submit_job
 from jobs.models import Job, State
 from jobs.spec import parse_spec
 from jobs.states import transition
-from jobs.streams import publish_log_chunk
+from jobs.streams import holding_usage, publish_log_chunk, publish_usage
 from portal.asgi import application
 from tests.conftest import World, spec
 from tests.monitoring.conftest import Rig, batch, gpu_sample, post
@@ -108,6 +108,28 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
     assert usage["rows"] == [{"gpu_type": "h100-80g", "used": 4, "guaranteed": 16, "limit": 32}]
     for communicator in (on_job, on_team, outsider_team):
         await communicator.disconnect()
+
+
+def _admit_holding_usage(job: Any, held: dict[int, Any]) -> None:
+    with holding_usage(held):
+        _admit(job)
+
+
+async def test_held_usage_figures_go_out_only_when_published(world: World) -> None:
+    job = await database_sync_to_async(submit_job)(
+        world.vision, parse_spec(spec(gpus_per_node=4)), acting_user=world.bob
+    )
+    on_team = await _open("/ws/teams/vision/", world.alice)
+    held: dict[int, Any] = {}
+    await database_sync_to_async(_admit_holding_usage)(job, held)
+    assert (await _next(on_team, "job.status"))["state"] == "ADMITTED"
+    assert await on_team.receive_nothing(timeout=0.3)  # the status came; the usage waits
+    assert list(held) == [world.vision.pk]
+
+    await database_sync_to_async(publish_usage)(list(held.values()))
+    usage = await _next(on_team, "team.usage")
+    assert usage["rows"] == [{"gpu_type": "h100-80g", "used": 4, "guaranteed": 16, "limit": 32}]
+    await on_team.disconnect()
 
 
 async def test_member_receives_metrics_and_log_lines_of_their_job(rig: Rig, world: World) -> None:
