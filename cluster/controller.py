@@ -49,7 +49,7 @@ from cluster.observe import (
     writing,
 )
 from cluster.provision import Provisioner
-from cluster.snapshot import build_snapshot, past_usage
+from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
 from jobs.streams import holding_usage, publish_usage
@@ -130,6 +130,7 @@ class Controller:
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
         self.explanations = Explanations()
+        self.queued = QueuedRequests()
         self._usage_teams: dict[int, Team] = {}  # held GPUs changed; figures not sent yet
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
 
@@ -163,6 +164,7 @@ class Controller:
         self._signatures.clear()
         self._followed.clear()
         self.explanations = Explanations()
+        self.queued = QueuedRequests()
         self._watch_stop = threading.Event()
         versions = self.reconcile()
         self._watchers = [
@@ -366,7 +368,7 @@ class Controller:
         if time.monotonic() - self._last["usage"] >= self.timing.usage_every_s:
             self._usage = past_usage(self.config, now)
             self._last["usage"] = time.monotonic()
-        decisions = schedule(build_snapshot(now, self._usage), self.config)
+        decisions = schedule(build_snapshot(now, self._usage, self.queued), self.config)
         if not lease.still_leading(self.identity):
             self.stop_leading()
             return

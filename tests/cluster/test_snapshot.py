@@ -1,0 +1,56 @@
+"""The scheduler's snapshot of the queue, kept between cycles, reads what changed."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cluster.snapshot import QueuedRequests
+from jobs.actions import cancel_job, submit_job
+from jobs.models import Job
+from jobs.spec import parse_spec
+from tests.conftest import World, spec
+
+pytestmark = pytest.mark.django_db
+
+
+def _submit(world: World, **overrides: object) -> int:
+    return submit_job(world.vision, parse_spec(spec(**overrides)), acting_user=world.bob).pk
+
+
+def test_it_sees_new_jobs_and_forgets_those_that_left_the_queue(world: World) -> None:
+    queue = QueuedRequests()
+    first, second = _submit(world, name="first"), _submit(world, name="second")
+    assert [r.id for r in queue.current()] == [first, second]
+
+    cancel_job(_job(first), acting_user=world.bob)
+    third = _submit(world, name="third", gpus_per_node=2)
+    requests = queue.current()
+    assert [r.id for r in requests] == [second, third]
+    assert (requests[1].team, requests[1].member, requests[1].gpus) == ("vision", "bob", 2)
+
+
+def test_a_queues_new_priority_reaches_its_waiting_jobs(world: World) -> None:
+    queue = QueuedRequests()
+    job_id = _submit(world)
+    assert queue.current()[0].priority == 100
+    world.vision_normal.priority, world.vision_normal.preemptible = 150, True
+    world.vision_normal.save()
+    [request] = queue.current()
+    assert (request.id, request.priority, request.preemptible) == (job_id, 150, True)
+
+
+def test_a_cycle_reads_whole_rows_only_of_jobs_it_has_not_seen(world: World) -> None:
+    queue = QueuedRequests()
+    for i in range(5):
+        _submit(world, name=f"job-{i}")
+    queue.current()
+    with CaptureQueriesContext(connection) as queries:
+        queue.current()
+    assert len(queries) == 2  # the queues' priorities and the queued ids, nothing per job
+    assert all("owner" not in q["sql"] and "auth_user" not in q["sql"] for q in queries)
+
+
+def _job(job_id: int) -> Job:
+    return Job.unscoped.get(pk=job_id)
