@@ -236,10 +236,9 @@ def publish_statuses(changes: Sequence[tuple[Job, str]], usage_teams: Sequence[T
             message = status_message(job, at, changing)
             outgoing.append((job_group(job.team_id, job.pk), message))
             outgoing.append((team_group(job.team_id), message))
-        outgoing += [
-            (team_group(team.pk), message)
-            for team, message in zip(usage_teams, usage_messages(usage_teams), strict=True)
-        ]
+        if usage_teams:
+            messages = usage_messages(usage_teams)
+            outgoing += [(team_group(t.pk), m) for t, m in zip(usage_teams, messages, strict=True)]
         async_to_sync(send_all)(outgoing)
 
     transaction.on_commit(send)
