@@ -22,7 +22,8 @@ DEFAULT_QUEUE = "normal"
 
 
 def _queue(team: Team, spec: JobSpec) -> Queue:
-    queues = {queue.name: queue for queue in Queue.objects.for_team(team)}
+    # Unordered: the models' default orderings join the team table just to sort by its slug.
+    queues = {queue.name: queue for queue in Queue.objects.for_team(team).order_by()}
     if spec.queue is not None:
         if spec.queue not in queues:
             raise SpecError({"queue": f"team {team.slug} has no queue {spec.queue!r}"})
@@ -41,6 +42,7 @@ def _quota(team: Team, spec: JobSpec) -> Quota:
         Quota.objects.for_team(team)
         .select_related("gpu_type")
         .filter(gpu_type__name=spec.gpu_type, limit__gt=0)
+        .order_by("pk")
         .first()
     )
     if quota is not None:
@@ -53,10 +55,11 @@ def _quota(team: Team, spec: JobSpec) -> Quota:
 
 def _member_cap(team: Team, user: User) -> int | None:
     """The member's GPU cap in the team; refuses a user who is not a member (staff aside)."""
-    cap = MemberCap.objects.for_team(team).filter(user=user).values("max_gpus")
+    cap = MemberCap.objects.for_team(team).filter(user=user).order_by().values("max_gpus")
     found = (
         Membership.objects.for_team(team)
         .filter(user=user)
+        .order_by()
         .annotate(cap=Subquery(cap[:1]))
         .values_list("cap", flat=True)
     )
