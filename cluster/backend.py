@@ -6,7 +6,7 @@ tests and the demo point it at kubesim, production at a real cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,8 +56,9 @@ class ClusterBackend(Protocol):
     ) -> Iterator[WatchEvent]:
         """Changes since resource_version; raises Expired when the history no longer has it."""
 
-    def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
-        """The pod's log lines from the start, following while it runs when `follow`."""
+    def follow_log(self, namespace: str, pod: str) -> AsyncIterator[str]:
+        """The pod's log lines from the start, as they are written, until the pod ends (an
+        async iterator: one event loop follows every running pod)."""
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         """Cordon or uncordon a node."""

@@ -9,9 +9,11 @@ speed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import aiohttp
 import orjson
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException, RESTResponse
@@ -21,15 +23,20 @@ from cluster.backend import Expired, Listing, Obj, Unavailable, WatchEvent
 CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """An API client from a kubeconfig file, the default one, or the in-cluster account."""
+def load_api_client(kubeconfig: str | None = None, connections: int = 64) -> client.ApiClient:
+    """An API client from a kubeconfig file, the default one, or the in-cluster account.
+
+    `connections`: how many connections its pool keeps. The client's default (five per CPU)
+    is below what the controller holds open at once (watches, log streams, creates), and a
+    pool that is full closes each connection handed back, so every request paid for a new one.
+    """
+    configuration = client.Configuration()
     try:
-        if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig)
-        return config.new_client_from_config()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     except config.ConfigException:
-        config.load_incluster_config()
-        return client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 def _unavailable(exc: Exception) -> Unavailable:
@@ -40,6 +47,7 @@ class KubernetesBackend:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
+        self._ssl: ssl.SSLContext | None = None
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -196,31 +204,56 @@ class KubernetesBackend:
             response.response.close()
             response.response.release_conn()
 
-    def pod_log(self, namespace: str, pod: str, *, follow: bool) -> Iterator[str]:
-        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
-        query = {"follow": "true"} if follow else {}
+    async def follow_log(self, namespace: str, pod: str) -> AsyncIterator[str]:
+        """The pod's log lines from the start, as they are written, until the pod ends.
+
+        Read on an event loop, so that one thread follows every running pod: a thread per
+        stream, each held for as long as its pod runs, bounded how many pods were followed.
+        The request is the client's own (URL, credentials), sent through aiohttp.
+        """
+        _, url, headers, _, _ = self.api.param_serialize(
+            method="GET",
+            resource_path=f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
+            query_params=[("follow", "true")],
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         try:
-            response = self._request("GET", path, query=query, accept="*/*")
-        except ApiException as exc:
-            if exc.status in (400, 404):  # still waiting to start, or already gone
-                return
-            raise
-        pending = b""
-        try:
-            for data in response.response.stream(4096):
-                pending += data
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-            if pending:
-                yield pending.decode(errors="replace")
-        except Exception as exc:
-            if type(exc).__module__.startswith("urllib3") or isinstance(exc, OSError):
-                raise _unavailable(exc) from exc  # the follower resumes when the pod reports
-            raise
-        finally:  # closed first: a half-read connection must not go back into the pool
-            response.response.close()
-            response.response.release_conn()
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(url, headers=headers, ssl=self._ssl_context()) as response,
+            ):
+                if response.status in (400, 404):  # still waiting to start, or already gone
+                    return
+                if response.status >= 400:
+                    raise Unavailable(f"cluster API: {response.status} {await response.text()}")
+                pending = b""
+                async for data in response.content.iter_any():
+                    pending += data
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        yield line.decode(errors="replace")
+                if pending:
+                    yield pending.decode(errors="replace")
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise _unavailable(exc) from exc  # the follower resumes when the pod reports
+
+    def _ssl_context(self) -> ssl.SSLContext | bool:
+        """TLS as the client's configuration has it (CA, client certificate, verification)."""
+        settings = self.api.configuration
+        if not settings.host.startswith("https:"):
+            return False
+        if self._ssl is None:
+            context = ssl.create_default_context(
+                cafile=settings.ssl_ca_cert, cadata=getattr(settings, "ca_cert_data", None)
+            )
+            if settings.cert_file:
+                context.load_cert_chain(settings.cert_file, settings.key_file)
+            if not settings.verify_ssl:
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            self._ssl = context
+        return self._ssl
 
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         current = self._raw("GET", f"/api/v1/nodes/{node}")

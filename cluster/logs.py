@@ -1,7 +1,7 @@
 """Follow running pods' logs and persist them in chunks, so logs outlive their pods.
 
-A bounded pool of follower threads reads each pod's log from the start and hands its lines,
-numbered from the log's first line, to one writer thread. The writer stores whatever has
+Followers, tasks on one event loop thread, read each pod's log from the start and hand its
+lines, numbered from the log's first line, to one writer thread. The writer stores whatever has
 arrived from every pod in one transaction (one INSERT for all the chunks) and then streams the
 chunks. Lines already stored are skipped, so a follower started again (a controller restart, a
 pod reported twice) loses nothing and stores nothing twice. A follower hands its lines over
@@ -10,12 +10,13 @@ every FLUSH_S or FLUSH_LINES, whichever comes first.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from django.db import DatabaseError, close_old_connections, connection, transaction
@@ -57,10 +58,10 @@ class Finished:
     key: Key
 
 
-def _batches(lines: Iterator[str]) -> Iterator[list[str]]:
+async def _batches(lines: AsyncIterator[str]) -> AsyncIterator[list[str]]:
     batch: list[str] = []
     flushed = 0.0  # the first line goes out at once
-    for line in lines:
+    async for line in lines:
         batch.append(line)
         if len(batch) >= FLUSH_LINES or time.monotonic() - flushed >= FLUSH_S:
             yield batch
@@ -123,16 +124,23 @@ class LogWriter:
 
 
 class LogFollowers:
-    """One follower per pod at most, on a bounded pool; safe to ask for a pod many times."""
+    """One follower per pod at most, safe to ask for a pod many times.
 
-    def __init__(self, backend: ClusterBackend, workers: int = 16) -> None:
+    Every follower is a task on one event loop thread: a stream is held for as long as its pod
+    runs, and with a thread for each, a bounded pool meant that only so many pods were followed
+    at once while the others waited for one to end.
+    """
+
+    def __init__(self, backend: ClusterBackend) -> None:
         self.backend = backend
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log")
         self.active: set[Key] = set()
         self.lock = threading.Lock()
         self.writer = LogWriter()
         self.outbox: queue.Queue[Piece | Finished] = queue.Queue()
         self._stop = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._serve, name="log-followers", daemon=True)
+        self._loop_thread.start()
         self._writer_thread = threading.Thread(target=self._write_loop, name="log-writer")
         self._writer_thread.daemon = True
         self._writer_thread.start()
@@ -143,12 +151,12 @@ class LogFollowers:
             if key in self.active:
                 return
             self.active.add(key)
-        self.pool.submit(self._run, job.team_id, job.pk, namespace, pod)
+        asyncio.run_coroutine_threadsafe(self._run(job.team_id, job.pk, namespace, pod), self.loop)
 
-    def _run(self, team_id: int, job_id: int, namespace: str, pod: str) -> None:
+    async def _run(self, team_id: int, job_id: int, namespace: str, pod: str) -> None:
         first_line = 1
         try:
-            for lines in _batches(self.backend.pod_log(namespace, pod, follow=True)):
+            async for lines in _batches(self.backend.follow_log(namespace, pod)):
                 self.outbox.put(Piece(team_id, job_id, pod, first_line, tuple(lines)))
                 first_line += len(lines)
         except Unavailable as exc:
@@ -159,6 +167,18 @@ class LogFollowers:
             self.outbox.put(Finished((job_id, pod)))
             with self.lock:
                 self.active.discard((job_id, pod))
+
+    def _serve(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    async def _cancel_all(self) -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _write_loop(self) -> None:
         try:
@@ -197,5 +217,7 @@ class LogFollowers:
         return items
 
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
         self._stop.set()
+        with contextlib.suppress(Exception):  # a loop already gone has nothing to cancel
+            asyncio.run_coroutine_threadsafe(self._cancel_all(), self.loop).result(timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)

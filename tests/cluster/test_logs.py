@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+
 import pytest
 
-from cluster.logs import Finished, LogWriter, Piece
+from cluster.logs import Finished, LogFollowers, LogWriter, Piece
 from cluster.models import JobLogChunk
 from jobs.actions import submit_job
 from jobs.models import Job
@@ -70,3 +75,41 @@ def test_a_failed_write_stores_nothing_and_the_retry_stores_it_all(
     monkeypatch.setattr(JobLogChunk.unscoped, "bulk_create", real)
     writer.write([_piece(job, 2, "b")])
     assert _stored(job) == [(1, 1, "a"), (2, 2, "b")]
+
+
+class _EndlessLogs:
+    """A cluster whose pods each log one line and then run until `end` is set."""
+
+    def __init__(self) -> None:
+        self.end = threading.Event()
+
+    async def follow_log(self, namespace: str, pod: str) -> AsyncIterator[str]:
+        yield f"{pod} started"
+        while not self.end.is_set():
+            await asyncio.sleep(0.05)
+        yield f"{pod} done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_running_pod_is_followed_at_once(job: Job) -> None:
+    cluster = _EndlessLogs()
+    followers = LogFollowers(cluster)
+    pods = [f"train-{i}" for i in range(100)]  # far more than a thread each would allow
+    try:
+        for pod in pods:
+            followers.follow(job, "gpu-vision", pod)
+        deadline = time.monotonic() + 20
+        while JobLogChunk.unscoped.filter(job=job).count() < len(pods):
+            assert time.monotonic() < deadline, "not every pod's first line was stored"
+            time.sleep(0.1)
+        assert len(followers.active) == len(pods)  # all still running, all followed
+        cluster.end.set()
+        while followers.active:
+            assert time.monotonic() < deadline, "followers did not finish"
+            time.sleep(0.1)
+    finally:
+        cluster.end.set()
+        followers.shutdown()
+    assert {c.text for c in JobLogChunk.unscoped.filter(job=job, first_line=1)} == {
+        f"{pod} started" for pod in pods
+    }
