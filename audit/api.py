@@ -53,4 +53,4 @@ class AuditViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=False, methods=["get"])
     def export(self, request: Request) -> StreamingHttpResponse:
-        return csv_response(self.get_queryset())
+        return csv_response(request, self.get_queryset())

@@ -7,15 +7,18 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.http import StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
 
 from audit.chain import canonical_json
 from audit.models import AuditEvent, AuditQuerySet
 from portal.errors import FieldErrors
+from portal.streaming import streamed
 
 if TYPE_CHECKING:
+    from rest_framework.request import Request
+
     from tenants.scoping import AnyUser
 
 CSV_COLUMNS = (
@@ -74,7 +77,7 @@ def _rows(events: AuditQuerySet) -> Iterator[str]:
         yield writer.writerow(values)
 
 
-def csv_response(events: AuditQuerySet) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_rows(events), content_type="text/csv")
+def csv_response(request: HttpRequest | Request, events: AuditQuerySet) -> StreamingHttpResponse:
+    response = streamed(request, _rows(events), content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="audit.csv"'
     return response

@@ -28,4 +28,4 @@ def audit_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def audit_export(request: HttpRequest) -> StreamingHttpResponse:
-    return csv_response(filtered_events(request.user, request.GET))
+    return csv_response(request, filtered_events(request.user, request.GET))

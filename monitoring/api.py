@@ -13,6 +13,7 @@ from jobs.models import ACTIVE_STATES, Job
 from jobs.streams import status_message, usage_message
 from monitoring.history import job_history
 from monitoring.logs import log_text
+from portal.streaming import streamed
 from tenants.access import access_team
 
 MAX_TAIL = 100_000
@@ -35,8 +36,8 @@ class JobLogView(APIView):
         job = access_job(request.user, job_id)
         tail = _positive_int(request, "tail", None, MAX_TAIL)
         pod = request.query_params.get("pod") or None
-        response = StreamingHttpResponse(
-            log_text(job, pod, tail), content_type="text/plain; charset=utf-8"
+        response = streamed(
+            request, log_text(job, pod, tail), content_type="text/plain; charset=utf-8"
         )
         if request.query_params.get("download"):
             response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.log"'

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from cluster.models import JobLogChunk
 from jobs.actions import submit_job
 from jobs.models import Job
@@ -99,3 +101,51 @@ def test_team_live_lists_active_jobs_and_usage_in_bounded_queries(
     assert data["jobs"][0]["state"] == "QUEUED" and data["jobs"][0]["queue_priority"] == 100
     assert data["usage"] == [{"gpu_type": "h100-80g", "used": 0, "guaranteed": 16, "limit": 32}]
     assert api_as(world.carol).get("/api/v1/teams/vision/live/").status_code == 404
+
+
+def _get_over_asgi(path: str, user: Any) -> tuple[int, bytes]:
+    from asgiref.sync import async_to_sync
+    from channels.testing import ApplicationCommunicator
+    from django.test import Client
+
+    from portal.asgi import application
+
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"cookie", cookie), (b"host", b"testserver")],
+    }
+
+    async def get() -> tuple[int, bytes]:
+        communicator = ApplicationCommunicator(application, scope)
+        await communicator.send_input({"type": "http.request", "body": b""})
+        start = await communicator.receive_output(10)
+        body = b""
+        while True:  # as a server reads it: the last message may carry no body at all
+            message = await communicator.receive_output(10)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                return start["status"], body
+
+    return async_to_sync(get)()
+
+
+@pytest.mark.django_db(transaction=True)  # the ASGI app reads on its own thread
+def test_a_long_log_streams_over_asgi_without_being_read_whole_first(
+    rig: Rig, world: World
+) -> None:
+    import warnings
+
+    for seq in range(1, 601):  # more pieces than one trip to the database thread takes
+        add_chunk(rig.job, "train-0", seq, [f"line {seq}"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, body = _get_over_asgi(f"/api/v1/jobs/{rig.job.pk}/logs/", world.bob)
+    assert status == 200
+    assert body.decode().splitlines() == [f"line {seq}" for seq in range(1, 601)]
+    assert not [w for w in caught if "StreamingHttpResponse" in str(w.message)]
