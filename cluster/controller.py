@@ -458,10 +458,16 @@ class Controller:
         self._resync(items)
 
     def _resync(self, items: list[Obj]) -> None:
-        """Reconcile, then map every Job again: catches up on reports a failed batch dropped."""
+        """Reconcile, then map again every Job not mapped as it stands: catches up on reports
+        a failed batch dropped (which forgot what it had mapped)."""
         self.reconcile_jobs(items)
-        self.locked.lock(ids_of(items))
-        for obj in items:
+        unmapped = [
+            obj
+            for obj in items
+            if self._signatures.get(obj["metadata"]["name"]) != job_signature(obj)
+        ]
+        self.locked.lock(ids_of(unmapped))
+        for obj in unmapped:
             self._event("jobs", "MODIFIED", obj)
 
     def reconcile_jobs(self, items: list[Obj]) -> None:
