@@ -17,6 +17,7 @@ from kubesim.admission import admit_create
 from kubesim.clock import Clock, rfc3339
 from kubesim.meta import stamp_new
 from kubesim.patch import apply_patch
+from kubesim.quota import NamespaceUsage
 from kubesim.resources import JOB, NAMESPACE, POD, Resource
 from kubesim.selectors import FieldSelector, Requirement, fields_match, labels_match
 from kubesim.store import Store, Stored
@@ -54,6 +55,7 @@ class Api:
         self.store = store
         self.clock = clock
         self.toleration_seconds = toleration_seconds
+        self.usage = NamespaceUsage(store)
         self.on_delete: Callable[[Resource, Stored, str], None] = lambda r, s, p: None
 
     def get(self, r: Resource, ns: str, name: str) -> Stored:
@@ -110,7 +112,7 @@ class Api:
             raise errors.already_exists(r.plural, r.group, name)
         if "generation" in obj["metadata"] or r is JOB:
             obj["metadata"]["generation"] = 1
-        admit_create(self.store, r, ns, obj, self.toleration_seconds)
+        admit_create(self.store, r, ns, obj, self.toleration_seconds, self.usage.of(ns))
         return self.store.put(r.key, obj, "ADDED")
 
     def _check_namespace(self, ns: str) -> None:
