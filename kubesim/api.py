@@ -144,17 +144,17 @@ class Api:
         `sub` is "" for the main resource, "status" for /status, "*" for controllers (both).
         """
         prev = old.obj
+        if sub == "status":  # the stored object with the status sent, nothing else of it
+            status = obj.get("status", {})
+            obj = old.thaw()
+            obj["status"] = status
         obj["apiVersion"], obj["kind"] = r.group_version, r.kind
         for field in _IMMUTABLE_META:
             if field in prev["metadata"] and sub != "*":
                 obj["metadata"][field] = prev["metadata"][field]
             elif sub != "*":
                 obj["metadata"].pop(field, None)
-        if sub == "status":
-            status = obj.get("status", {})
-            obj = old.copy()
-            obj["status"] = status
-        elif sub != "*" and "status" in r.subresources and "status" in prev:
+        if sub not in ("*", "status") and "status" in r.subresources and "status" in prev:
             obj["status"] = prev["status"]
         meta = obj["metadata"]
         if "generation" in prev["metadata"]:
@@ -213,7 +213,7 @@ class Api:
     def _mark_deleting(
         self, stored: Stored, r: Resource, grace: int | None, finalizers: list[str]
     ) -> Stored:
-        obj = stored.copy()
+        obj = stored.thaw()
         meta = obj["metadata"]
         if r is POD:
             seconds = (

@@ -117,13 +117,15 @@ class Kubelet:
         state, stored = found
         if self._deferred(state, lambda: self._start(uid)):
             return
-        pod, now = stored.copy(), self.api.clock.now()
+        pod, now = stored.thaw("status"), self.api.clock.now()
         if not state.gpus and (count := int(pod_requests(pod)[GPU])) and state.node in self.gpus:
             util = _annotation(pod, "kubesim.io/gpu-util", 90.0)
             state.gpus = self.gpus[state.node].allocate(uid, count, util)
-            pod["metadata"].setdefault("annotations", {})[GPU_ANNOTATION] = ",".join(
-                map(str, state.gpus)
-            )
+            annotations = pod["metadata"].get("annotations") or {}
+            pod["metadata"]["annotations"] = {
+                **annotations,
+                GPU_ANNOTATION: ",".join(map(str, state.gpus)),
+            }
         runtime = _runtime(pod)
         run = Run(
             now,
@@ -203,7 +205,7 @@ class Kubelet:
         state, stored = found
         if self._deferred(state, lambda: self._finish(uid, run)):
             return
-        pod, now = stored.copy(), self.api.clock.now()
+        pod, now = stored.thaw("status"), self.api.clock.now()
         run.finished = now
         policy = pod["spec"].get("restartPolicy", "Always")
         restart = policy == "Always" or (policy == "OnFailure" and run.exit_code != 0)

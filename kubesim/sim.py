@@ -98,6 +98,6 @@ class Simulation:
             for stored in quotas:
                 status = quota_status(stored.obj, used)
                 if stored.obj.get("status") != status:
-                    obj = stored.copy()
+                    obj = stored.thaw()
                     obj["status"] = status
                     self.api.commit(QUOTA, stored, obj, "*")
