@@ -99,24 +99,28 @@ async def pod_log(
         headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"}
     )
     await response.prepare(request)
-    await response.write(text.encode())
-    await _follow(sim, response, source, now, stamps)
-    await response.write_eof()
+    await _follow(sim, response, source, text, now, stamps)
     return response
 
 
 async def _follow(
-    sim: Simulation, response: web.StreamResponse, source: LogSource, sent: float, stamps: bool
+    sim: Simulation,
+    response: web.StreamResponse,
+    source: LogSource,
+    text: str,
+    sent: float,
+    stamps: bool,
 ) -> None:
-    """Write each line as the run writes it, until the run has ended."""
+    """Write `text`, then each line as the run writes it; the last ones go with the end."""
     run, now = source.run, sent
     while run.finished is None or run.finished > now:
+        await response.write(text.encode())
         await _next_change(sim, source.uid, logs.next_line_at(run, sent))
         now = sim.clock.now()
         fresh = source.lines(now, after=sent)
-        if fresh:
-            await response.write("".join(logs.render(fresh, None, None, stamps)).encode())
-            sent = fresh[-1][0]
+        text = "".join(logs.render(fresh, None, None, stamps))
+        sent = fresh[-1][0] if fresh else sent
+    await response.write_eof(text.encode())
 
 
 async def _next_change(sim: Simulation, uid: str, due: float) -> None:
