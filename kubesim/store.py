@@ -12,6 +12,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from kubesim.errors import expired
@@ -37,20 +38,65 @@ def _owners(stored: Stored) -> Any:
     return stored.obj["metadata"].get("ownerReferences")
 
 
+@lru_cache(maxsize=256)
+def _key(name: str, first: bool) -> bytes:
+    """`"name":` as JSON writes an object's key, after a comma unless it comes first."""
+    return (b"" if first else b",") + dumps(name) + b":"
+
+
+Spans = dict[str, tuple[int, int]]
+
+
+def _encode(obj: Obj, previous: Stored | None) -> tuple[bytes, Spans]:
+    """`dumps(obj)`, copying the bytes of top-level values shared with the previous version.
+
+    Controllers change a copy that shares what they left alone (see `thaw`): a Job's status
+    update re-encodes its status and metadata, not its spec. Returns where each dict or list
+    value lies in the result, for the next version to copy in turn.
+    """
+    pieces, spans, size = [b"{"], {}, 1
+    for name, value in obj.items():
+        head = _key(name, len(pieces) == 1)
+        piece = previous.encoded_part(name, value) if previous is not None else None
+        if piece is None:
+            piece = dumps(value)
+        if isinstance(value, (dict, list)):
+            spans[name] = (size + len(head), size + len(head) + len(piece))
+        pieces += (head, piece)
+        size += len(head) + len(piece)
+    pieces.append(b"}")
+    return b"".join(pieces), spans
+
+
 class Stored:
     """An object as committed at one resourceVersion, with its serialised form cached."""
 
-    __slots__ = ("_raw", "obj")
+    __slots__ = ("_previous", "_raw", "_spans", "obj")
 
-    def __init__(self, obj: Obj) -> None:
+    def __init__(self, obj: Obj, previous: Stored | None = None) -> None:
         self.obj = obj
         self._raw: bytes | None = None
+        self._spans: Spans | None = None
+        self._previous = previous  # to encode from, until `raw` is first asked for
+        if previous is not None:
+            previous._previous = None  # so no chain of old versions is kept alive
 
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            self._raw = dumps(self.obj)
+            previous, self._previous = self._previous, None
+            self._raw, self._spans = _encode(self.obj, previous)
+            if previous is not None:
+                previous._spans = None  # only the newest encoded version keeps its spans
         return self._raw
+
+    def encoded_part(self, name: str, value: Any) -> bytes | None:
+        """The JSON of top-level field `name`, if this version holds `value` itself there."""
+        spans, raw = self._spans, self._raw
+        if spans is None or raw is None or self.obj.get(name) is not value or name not in spans:
+            return None
+        start, end = spans[name]
+        return raw[start:end]
 
     def copy(self) -> Obj:
         result: Obj = json.loads(self.raw)
@@ -132,7 +178,7 @@ class Store:
         namespace = meta.get("namespace", "")
         bucket = self.data.setdefault(resource, {}).setdefault(namespace, {})
         old = bucket.get(meta["name"])
-        stored = Stored(obj)
+        stored = Stored(obj, old)
         bucket[meta["name"]] = stored
         self._index_owners(resource, stored, old)
         self._publish(Change(self.rv, resource, type_, stored, old))
@@ -147,7 +193,7 @@ class Store:
         obj = old.thaw()
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
-        gone = Stored(obj)
+        gone = Stored(obj, old)
         self._index_owners(resource, None, old)
         self._publish(Change(self.rv, resource, "DELETED", gone, old))
         return gone
