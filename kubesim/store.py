@@ -21,8 +21,11 @@ Obj = dict[str, Any]
 Listener = Callable[[str, str, "Stored", "Stored | None"], None]
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # one, not one per call
+
+
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def json_copy(value: Any) -> Any:
