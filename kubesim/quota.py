@@ -40,6 +40,12 @@ def object_usage(resource: Resource, obj: Obj) -> Usage:
     return {}
 
 
+def _same_requests(old: Obj, new: Obj) -> bool:
+    """Whether an update left what the object counts against quota as it was (but phase)."""
+    spec = old.get("spec") or {}
+    return spec.get("containers") == (new.get("spec") or {}).get("containers")
+
+
 class NamespaceUsage:
     """What the pods and Jobs of each namespace use, kept current from the store's changes.
 
@@ -61,7 +67,12 @@ class NamespaceUsage:
             return
         key = (resource, new.namespace, new.name)
         before = self._counted.pop(key, {})
-        after = {} if type_ == "DELETED" else object_usage(kind, new.obj)
+        if type_ == "DELETED":
+            after: Usage = {}
+        elif before and old is not None and _same_requests(old.obj, new.obj):
+            after = {} if pod_is_terminal(new.obj) else before
+        else:
+            after = object_usage(kind, new.obj)
         if after:
             self._counted[key] = after
         if before != after:
@@ -81,9 +92,9 @@ def _pairs(names: list[str], values: Usage) -> str:
 
 def admit(store: Store, resource: Resource, namespace: str, obj: Obj, used: Usage) -> None:
     """Reject a create that would push any quota of the namespace over its hard limits."""
-    quotas = list(store.items(QUOTA.key, namespace))
     request = object_usage(resource, obj)
-    if not quotas or not request:
+    quotas = list(store.items(QUOTA.key, namespace)) if request else []
+    if not quotas:
         return
     for stored in sorted(quotas, key=lambda s: s.name):
         hard = {
