@@ -69,6 +69,7 @@ class JobController:
         self.dirty: set[tuple[str, str]] = set()
         self.tallies: dict[str, Tally] = {}
         self.names: dict[str, str] = {}  # job uid -> name
+        self.reconciling: tuple[str, str] | None = None
         api.store.listeners.append(self.on_change)
 
     def on_change(self, resource: str, type_: str, new: Stored, old: Stored | None) -> None:
@@ -79,18 +80,28 @@ class JobController:
                 self.names.pop(uid, None)
             else:
                 self.names[uid] = new.name
-                self.dirty.add((new.namespace, new.name))
+                self._changed((new.namespace, new.name), own=type_ == "MODIFIED")
         elif resource == POD.key:
             owner = controller_uid(new.obj)
             if owner in self.names:
-                self.dirty.add((new.namespace, self.names[owner]))
+                self._changed((new.namespace, self.names[owner]), own=type_ == "ADDED")
+
+    def _changed(self, key: tuple[str, str], own: bool) -> None:
+        """Mark a job for reconciling, unless this is its reconcile's own echo: the status it
+        wrote, or a pod it created and counted already."""
+        if not (own and key == self.reconciling):
+            self.dirty.add(key)
 
     def run(self) -> None:
         while self.dirty:
             namespace, name = self.dirty.pop()
             stored = self.api.store.get(JOB.key, namespace, name)
             if stored is not None and not stored.obj["metadata"].get("deletionTimestamp"):
-                self.reconcile(stored)
+                self.reconciling = (namespace, name)
+                try:
+                    self.reconcile(stored)
+                finally:
+                    self.reconciling = None
 
     def _pods(self, job: Obj) -> list[Obj]:
         uid = job["metadata"]["uid"]
