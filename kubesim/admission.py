@@ -52,7 +52,12 @@ def _limit_range_defaults(store: Store, namespace: str, pod: Obj) -> None:
 
 
 def admit_create(
-    store: Store, resource: Resource, namespace: str, obj: Obj, toleration_seconds: int
+    store: Store,
+    resource: Resource,
+    namespace: str,
+    obj: Obj,
+    toleration_seconds: int,
+    used: quota.Usage,
 ) -> None:
     if resource is POD:
         defaults.default_pod(obj, toleration_seconds)
@@ -66,4 +71,4 @@ def admit_create(
     elif resource is NAMESPACE:
         defaults.default_namespace(obj)
     validate(resource, obj)
-    quota.admit(store, resource, namespace, obj)
+    quota.admit(store, resource, namespace, obj, used)

@@ -17,6 +17,7 @@ from kubesim.admission import admit_create
 from kubesim.clock import Clock, rfc3339
 from kubesim.meta import stamp_new
 from kubesim.patch import apply_patch
+from kubesim.quota import NamespaceUsage
 from kubesim.resources import JOB, NAMESPACE, POD, Resource
 from kubesim.selectors import FieldSelector, Requirement, fields_match, labels_match
 from kubesim.store import Store, Stored
@@ -54,6 +55,7 @@ class Api:
         self.store = store
         self.clock = clock
         self.toleration_seconds = toleration_seconds
+        self.usage = NamespaceUsage(store)
         self.on_delete: Callable[[Resource, Stored, str], None] = lambda r, s, p: None
 
     def get(self, r: Resource, ns: str, name: str) -> Stored:
@@ -110,7 +112,7 @@ class Api:
             raise errors.already_exists(r.plural, r.group, name)
         if "generation" in obj["metadata"] or r is JOB:
             obj["metadata"]["generation"] = 1
-        admit_create(self.store, r, ns, obj, self.toleration_seconds)
+        admit_create(self.store, r, ns, obj, self.toleration_seconds, self.usage.of(ns))
         return self.store.put(r.key, obj, "ADDED")
 
     def _check_namespace(self, ns: str) -> None:
@@ -142,17 +144,17 @@ class Api:
         `sub` is "" for the main resource, "status" for /status, "*" for controllers (both).
         """
         prev = old.obj
+        if sub == "status":  # the stored object with the status sent, nothing else of it
+            status = obj.get("status", {})
+            obj = old.thaw()
+            obj["status"] = status
         obj["apiVersion"], obj["kind"] = r.group_version, r.kind
         for field in _IMMUTABLE_META:
             if field in prev["metadata"] and sub != "*":
                 obj["metadata"][field] = prev["metadata"][field]
             elif sub != "*":
                 obj["metadata"].pop(field, None)
-        if sub == "status":
-            status = obj.get("status", {})
-            obj = old.copy()
-            obj["status"] = status
-        elif sub != "*" and "status" in r.subresources and "status" in prev:
+        if sub not in ("*", "status") and "status" in r.subresources and "status" in prev:
             obj["status"] = prev["status"]
         meta = obj["metadata"]
         if "generation" in prev["metadata"]:
@@ -211,7 +213,7 @@ class Api:
     def _mark_deleting(
         self, stored: Stored, r: Resource, grace: int | None, finalizers: list[str]
     ) -> Stored:
-        obj = stored.copy()
+        obj = stored.thaw()
         meta = obj["metadata"]
         if r is POD:
             seconds = (

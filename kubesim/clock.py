@@ -6,9 +6,11 @@ the moment it is created; `ManualClock` only moves when a test calls `advance`.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Protocol
 
 
@@ -50,7 +52,12 @@ class ManualClock:
 
 def rfc3339(ts: float) -> str:
     """Kubernetes' second-precision timestamp format."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_second(math.floor(ts))
+
+
+@lru_cache(maxsize=256)  # every controller stamps "now": the same few seconds, over and over
+def _rfc3339_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: str) -> float:

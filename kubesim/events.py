@@ -37,7 +37,7 @@ class EventRecorder:
         existing = self._seen.get(key)
         stored = self.api.store.get(EVENT.key, namespace, existing) if existing else None
         if stored is not None:
-            bumped = stored.copy()
+            bumped = stored.thaw()
             bumped["count"] = bumped.get("count", 1) + 1
             bumped["lastTimestamp"] = now
             self.api.commit(EVENT, stored, bumped, "*")

@@ -105,7 +105,7 @@ class FaultInjector:
         stored = self.sim.store.get(NODE.key, "", node)
         if stored is None:
             return
-        obj = stored.copy()
+        obj = stored.thaw("status")
         obj["status"]["allocatable"]["nvidia.com/gpu"] = str(gpus.healthy_count())
         self.sim.api.commit(NODE, stored, obj, "*")
 

@@ -47,7 +47,7 @@ class GarbageCollector:
             dependent = self.api.store.get(key, namespace, name)
             if dependent is None:
                 continue
-            obj = dependent.copy()
+            obj = dependent.thaw()
             refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r["uid"] != uid]
             obj["metadata"]["ownerReferences"] = refs
             if not refs:
@@ -94,7 +94,7 @@ class GarbageCollector:
                 self._delete(dep_key, dep_ns, dep_name, "Foreground")
         if not dependents:
             self.foreground.discard((key, namespace, name))
-            obj = stored.copy()
+            obj = stored.thaw()
             obj["metadata"]["finalizers"] = [
                 f for f in obj["metadata"]["finalizers"] if f != FOREGROUND
             ]

@@ -252,19 +252,13 @@ class Server:
         deadline, next_bookmark = loop.time() + timeout, loop.time() + BOOKMARK_INTERVAL_S
         try:
             while (left := deadline - loop.time()) > 0:
-                try:
-                    line = await asyncio.wait_for(
-                        stream.queue.get(), min(left, next_bookmark - loop.time())
-                    )
-                except TimeoutError:
-                    if bookmarks and loop.time() >= next_bookmark:
-                        await response.write(bookmark(r, self.sim.store.rv))
-                    next_bookmark = loop.time() + BOOKMARK_INTERVAL_S
+                chunk = await stream.next_chunk(min(left, next_bookmark - loop.time()))
+                if chunk:
+                    await response.write(chunk)
                     continue
-                chunk = [line]
-                while not stream.queue.empty():
-                    chunk.append(stream.queue.get_nowait())
-                await response.write(b"".join(chunk))
+                if bookmarks and loop.time() >= next_bookmark:
+                    await response.write(bookmark(r, self.sim.store.rv))
+                next_bookmark = loop.time() + BOOKMARK_INTERVAL_S
         finally:
             stream.stop()
         await response.write_eof()

@@ -18,7 +18,7 @@ from kubesim.errors import ApiError
 from kubesim.events import EventRecorder
 from kubesim.meta import controller_uid, owner_ref, set_condition
 from kubesim.resources import JOB, POD
-from kubesim.store import Stored
+from kubesim.store import Stored, json_copy
 from kubesim.timers import Timers
 
 Obj = dict[str, Any]
@@ -69,6 +69,7 @@ class JobController:
         self.dirty: set[tuple[str, str]] = set()
         self.tallies: dict[str, Tally] = {}
         self.names: dict[str, str] = {}  # job uid -> name
+        self.reconciling: tuple[str, str] | None = None
         api.store.listeners.append(self.on_change)
 
     def on_change(self, resource: str, type_: str, new: Stored, old: Stored | None) -> None:
@@ -79,18 +80,28 @@ class JobController:
                 self.names.pop(uid, None)
             else:
                 self.names[uid] = new.name
-                self.dirty.add((new.namespace, new.name))
+                self._changed((new.namespace, new.name), own=type_ == "MODIFIED")
         elif resource == POD.key:
             owner = controller_uid(new.obj)
             if owner in self.names:
-                self.dirty.add((new.namespace, self.names[owner]))
+                self._changed((new.namespace, self.names[owner]), own=type_ == "ADDED")
+
+    def _changed(self, key: tuple[str, str], own: bool) -> None:
+        """Mark a job for reconciling, unless this is its reconcile's own echo: the status it
+        wrote, or a pod it created and counted already."""
+        if not (own and key == self.reconciling):
+            self.dirty.add(key)
 
     def run(self) -> None:
         while self.dirty:
             namespace, name = self.dirty.pop()
             stored = self.api.store.get(JOB.key, namespace, name)
             if stored is not None and not stored.obj["metadata"].get("deletionTimestamp"):
-                self.reconcile(stored)
+                self.reconciling = (namespace, name)
+                try:
+                    self.reconcile(stored)
+                finally:
+                    self.reconciling = None
 
     def _pods(self, job: Obj) -> list[Obj]:
         uid = job["metadata"]["uid"]
@@ -102,7 +113,7 @@ class JobController:
         return found
 
     def reconcile(self, stored: Stored) -> None:
-        job, now = stored.copy(), self.api.clock.now()
+        job, now = stored.thaw("status"), self.api.clock.now()
         if _finished(job):
             self._schedule_ttl(job)
             return
@@ -118,8 +129,9 @@ class JobController:
             outcome = self._outcome(job, tally, now)
             if outcome is not None:
                 self._finish(job, active, outcome, now)
-            else:
-                self._scale(job, active, tally, now)
+            elif created := self._scale(job, active, tally, now):
+                # Counted at once, as the real controller does: one status write, not two.
+                status["active"] = len(active) + created
         if job["status"] != stored.obj["status"]:
             self.api.commit(JOB, stored, job, "status")
 
@@ -237,19 +249,23 @@ class JobController:
                 continue
             self.events.record(job, "SuccessfulDelete", f"Deleted pod: {meta['name']}", COMPONENT)
 
-    def _scale(self, job: Obj, active: list[Obj], tally: Tally, now: float) -> None:
+    def _scale(self, job: Obj, active: list[Obj], tally: Tally, now: float) -> int:
+        """Create the pods the job lacks; returns how many were created."""
         spec = job["spec"]
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
         if tally.failed:
             delay = min(10.0 * 2 ** (len(tally.failed) - 1), 360.0)
             if now < tally.last_failure + delay:
                 self.timers.at(tally.last_failure + delay, lambda: self.dirty.add(key))
-                return
+                return 0
         if now < tally.retry_at:
-            return
+            return 0
+        created = 0
         for index in self._wanted(spec, active, tally):
             if not self._create_pod(job, index, now, tally):
                 break
+            created += 1
+        return created
 
     @staticmethod
     def _wanted(spec: Obj, active: list[Obj], tally: Tally) -> list[int]:
@@ -262,14 +278,12 @@ class JobController:
         return [-1] * max(0, min(parallelism, remaining) - len(active))
 
     def _create_pod(self, job: Obj, index: int, now: float, tally: Tally) -> bool:
-        meta, template = job["metadata"], job["spec"]["template"]
-        pod: Obj = {
-            "metadata": dict(template.get("metadata") or {}),
-            "spec": dict(template["spec"]),
-        }
+        meta = job["metadata"]
+        template = json_copy(job["spec"]["template"])  # admission fills in the pod's copy
+        pod: Obj = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
         pmeta = pod["metadata"]
-        pmeta["labels"] = dict(pmeta.get("labels") or {})
-        pmeta["annotations"] = dict(pmeta.get("annotations") or {})
+        pmeta["labels"] = pmeta.get("labels") or {}
+        pmeta["annotations"] = pmeta.get("annotations") or {}
         prefix = f"{meta['name']}-" if index < 0 else f"{meta['name']}-{index}-"
         pmeta.update(
             generateName=prefix,
@@ -280,16 +294,9 @@ class JobController:
             pmeta["annotations"][INDEX_KEY] = str(index)
             pmeta["labels"][INDEX_KEY] = str(index)
             pod["spec"]["hostname"] = f"{meta['name']}-{index}"
-            pod["spec"]["containers"] = [
-                {
-                    **c,
-                    "env": [
-                        *(c.get("env") or []),
-                        {"name": "JOB_COMPLETION_INDEX", "value": str(index)},
-                    ],
-                }
-                for c in pod["spec"]["containers"]
-            ]
+            for container in pod["spec"]["containers"]:
+                env = container.setdefault("env", [])
+                env.append({"name": "JOB_COMPLETION_INDEX", "value": str(index)})
         try:
             created = self.api.create(POD, meta["namespace"], pod)
         except ApiError as exc:

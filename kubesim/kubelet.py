@@ -8,6 +8,7 @@ freeze until the node comes back, as a partitioned node's pods do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,15 +73,30 @@ class Kubelet:
         self.gpus = gpus
         self.pods: dict[str, PodState] = {}
         self.down: set[str] = set()
+        self._waiting: dict[str, set[Callable[[], None]]] = {}
         api.store.listeners.append(self.on_change)
+
+    def wake_on_change(self, uid: str, wake: Callable[[], None]) -> None:
+        """Call `wake` once, at the pod's next change (a log follower waits for its end)."""
+        self._waiting.setdefault(uid, set()).add(wake)
+
+    def forget_wake(self, uid: str, wake: Callable[[], None]) -> None:
+        waiting = self._waiting.get(uid)
+        if waiting is not None:
+            waiting.discard(wake)
+            if not waiting:
+                del self._waiting[uid]
 
     def on_change(self, resource: str, type_: str, new: Stored, old: Stored | None) -> None:
         if resource != POD.key:
             return
         pod, uid = new.obj, new.obj["metadata"]["uid"]
+        for wake in self._waiting.pop(uid, ()):
+            wake()
         state = self.pods.get(uid)
         if type_ == "DELETED":
             if state is not None:
+                self._stop(state)  # deleted at once (grace 0): its container is gone too
                 self._release(uid, state)
                 del self.pods[uid]
             return
@@ -117,13 +133,15 @@ class Kubelet:
         state, stored = found
         if self._deferred(state, lambda: self._start(uid)):
             return
-        pod, now = stored.copy(), self.api.clock.now()
+        pod, now = stored.thaw("status"), self.api.clock.now()
         if not state.gpus and (count := int(pod_requests(pod)[GPU])) and state.node in self.gpus:
             util = _annotation(pod, "kubesim.io/gpu-util", 90.0)
             state.gpus = self.gpus[state.node].allocate(uid, count, util)
-            pod["metadata"].setdefault("annotations", {})[GPU_ANNOTATION] = ",".join(
-                map(str, state.gpus)
-            )
+            annotations = pod["metadata"].get("annotations") or {}
+            pod["metadata"]["annotations"] = {
+                **annotations,
+                GPU_ANNOTATION: ",".join(map(str, state.gpus)),
+            }
         runtime = _runtime(pod)
         run = Run(
             now,
@@ -203,7 +221,7 @@ class Kubelet:
         state, stored = found
         if self._deferred(state, lambda: self._finish(uid, run)):
             return
-        pod, now = stored.copy(), self.api.clock.now()
+        pod, now = stored.thaw("status"), self.api.clock.now()
         run.finished = now
         policy = pod["spec"].get("restartPolicy", "Always")
         restart = policy == "Always" or (policy == "OnFailure" and run.exit_code != 0)
@@ -276,12 +294,16 @@ class Kubelet:
                     "kubelet",
                     host=state.node,
                 )
-        if state.runs and state.runs[-1].finished is None:
-            state.runs[-1].finished = self.api.clock.now()
-            state.runs[-1].exit_code = 137
+        self._stop(state)
         if stored.obj["metadata"].get("finalizers"):
             return
         self.api.store.remove(POD.key, state.namespace, state.name)
+
+    def _stop(self, state: PodState) -> None:
+        """The running container is killed (SIGKILL's exit code)."""
+        if state.runs and state.runs[-1].finished is None:
+            state.runs[-1].finished = self.api.clock.now()
+            state.runs[-1].exit_code = 137
 
     def _release(self, uid: str, state: PodState) -> None:
         if state.gpus and state.node in self.gpus:

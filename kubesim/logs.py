@@ -38,24 +38,41 @@ def _stamp(ts: float) -> str:
 
 
 def lines(
-    seed: str, container: str, node: str, gpus: list[int], run: Run, now: float
+    seed: str,
+    container: str,
+    node: str,
+    gpus: list[int],
+    run: Run,
+    now: float,
+    after: float | None = None,
 ) -> Iterator[tuple[float, str]]:
-    """(time, text) of every line written by `now`."""
-    yield (
-        run.started,
-        f"kubesim: container {container} started on {node}, GPUs [{','.join(map(str, gpus))}]",
-    )
+    """(time, text) of every line written by `now`, or only of those written after `after`."""
+    if after is None or run.started > after:
+        yield (
+            run.started,
+            f"kubesim: container {container} started on {node}, GPUs [{','.join(map(str, gpus))}]",
+        )
     end = min(now, run.finished if run.finished is not None else now)
     steps = int((end - run.started) / LINE_INTERVAL_S)
-    for step in range(1, steps + 1):
-        yield run.started + step * LINE_INTERVAL_S, _line(seed, step, len(gpus))
-    if run.finished is not None and run.finished <= now:
+    first = 1 if after is None else max(1, int((after - run.started) / LINE_INTERVAL_S))
+    for step in range(first, steps + 1):
+        at = run.started + step * LINE_INTERVAL_S
+        if after is None or at > after:
+            yield at, _line(seed, step, len(gpus))
+    if run.finished is not None and run.finished <= now and (after is None or run.finished > after):
         verdict = (
             "training finished"
             if run.exit_code == 0
             else f"error: exiting with code {run.exit_code}"
         )
         yield run.finished, verdict
+
+
+def next_line_at(run: Run, after: float) -> float:
+    """When the run writes its next line after `after` (a step, or its end if sooner)."""
+    step = max(0, int((after - run.started) / LINE_INTERVAL_S)) + 1
+    due = run.started + step * LINE_INTERVAL_S
+    return run.ends if run.ends is not None and after < run.ends < due else due
 
 
 def render(

@@ -46,7 +46,7 @@ class NodeLifecycle:
         for stored in list(self.api.store.items(NODE.key)):
             if stored.name in self.kubelet.down:
                 continue
-            node = stored.copy()
+            node = stored.thaw("status")
             for cond in node["status"].get("conditions") or []:
                 cond["lastHeartbeatTime"] = rfc3339(now)
             self.api.commit(NODE, stored, node, "*")
@@ -54,7 +54,7 @@ class NodeLifecycle:
 
     def _write_node(self, name: str, ready: bool) -> Obj:
         stored = self.api.get(NODE, "", name)
-        node, now = stored.copy(), self.api.clock.now()
+        node, now = stored.thaw("status", "spec"), self.api.clock.now()
         node["status"]["conditions"] = ready_conditions(now, "True" if ready else "Unknown")
         taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
         if not ready:
@@ -87,7 +87,7 @@ class NodeLifecycle:
                 "Failed",
             ):
                 continue
-            copy = stored.copy()
+            copy = stored.thaw("status")
             set_condition(copy["status"].setdefault("conditions", []), "Ready", "False", now)
             self.api.commit(POD, stored, copy, "*")
             seconds = self._toleration_seconds(pod)
@@ -113,7 +113,7 @@ class NodeLifecycle:
         stored = self.api.store.get(POD.key, namespace, name)
         if node not in self.kubelet.down or stored is None or stored.obj["metadata"]["uid"] != uid:
             return
-        pod = stored.copy()
+        pod = stored.thaw("status")
         set_condition(
             pod["status"].setdefault("conditions", []),
             "DisruptionTarget",

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from kubesim import logs
 from kubesim.errors import bad_request
+from kubesim.kubelet import PodState
 from kubesim.resources import POD
 from kubesim.sim import Simulation
 
 Obj = dict[str, Any]
-FOLLOW_POLL_S = 0.05
 
 
 def _container(pod: Obj, requested: str) -> str:
@@ -57,40 +58,85 @@ def _run(sim: Simulation, pod: Obj, container: str, previous: bool) -> logs.Run:
     return runs[-1]
 
 
+@dataclass(frozen=True)
+class LogSource:
+    """One container run's log, as lines are written by a given time."""
+
+    uid: str
+    seed: str
+    container: str
+    state: PodState
+    run: logs.Run
+
+    def lines(self, now: float, after: float | None = None) -> list[tuple[float, str]]:
+        state = self.state
+        return list(
+            logs.lines(self.seed, self.container, state.node, state.gpus, self.run, now, after)
+        )
+
+
+def _source(sim: Simulation, pod: Obj, query: Any) -> LogSource:
+    container = _container(pod, query.get("container", ""))
+    run = _run(sim, pod, container, query.get("previous") == "true")
+    uid = pod["metadata"]["uid"]
+    state = sim.kubelet.pods[uid]
+    return LogSource(uid, f"{uid}/{state.runs.index(run)}", container, state, run)
+
+
 async def pod_log(
     sim: Simulation, request: web.Request, namespace: str, name: str
 ) -> web.StreamResponse:
-    stored = sim.api.get(POD, namespace, name)
-    pod, q = stored.obj, request.query
-    container = _container(pod, q.get("container", ""))
-    run = _run(sim, pod, container, q.get("previous") == "true")
-    state = sim.kubelet.pods[pod["metadata"]["uid"]]
-    seed = f"{pod['metadata']['uid']}/{state.runs.index(run)}"
+    q = request.query
+    source = _source(sim, sim.api.get(POD, namespace, name).obj, q)
     tail, since_s = _int(q, "tailLines"), _int(q, "sinceSeconds")
     stamps = q.get("timestamps") == "true"
     now = sim.clock.now()
     since = now - since_s if since_s is not None else None
-    text = logs.render(
-        list(logs.lines(seed, container, state.node, state.gpus, run, now)), tail, since, stamps
-    )
+    text = "".join(logs.render(source.lines(now), tail, since, stamps))
     if q.get("follow") != "true":
-        return web.Response(text="".join(text), content_type="text/plain")
+        return web.Response(text=text, content_type="text/plain")
     response = web.StreamResponse(
         headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"}
     )
     await response.prepare(request)
-    await response.write("".join(text).encode())
-    sent = now
-    while True:
-        await asyncio.sleep(FOLLOW_POLL_S)
-        now = sim.clock.now()
-        fresh = [
-            e for e in logs.lines(seed, container, state.node, state.gpus, run, now) if e[0] > sent
-        ]
-        if fresh:
-            await response.write("".join(logs.render(fresh, None, None, stamps)).encode())
-            sent = fresh[-1][0]
-        if run.finished is not None and run.finished <= now:
-            break
-    await response.write_eof()
+    await _follow(sim, response, source, text, now, stamps)
     return response
+
+
+async def _follow(
+    sim: Simulation,
+    response: web.StreamResponse,
+    source: LogSource,
+    text: str,
+    sent: float,
+    stamps: bool,
+) -> None:
+    """Write `text`, then each line as the run writes it; the last ones go with the end."""
+    run, now = source.run, sent
+    while run.finished is None or run.finished > now:
+        await response.write(text.encode())
+        await _next_change(sim, source.uid, logs.next_line_at(run, sent))
+        now = sim.clock.now()
+        fresh = source.lines(now, after=sent)
+        text = "".join(logs.render(fresh, None, None, stamps))
+        sent = fresh[-1][0] if fresh else sent
+    await response.write_eof(text.encode())
+
+
+async def _next_change(sim: Simulation, uid: str, due: float) -> None:
+    """Until the clock reaches `due` or the pod changes (its container may have stopped).
+
+    Both wake-ups come from the simulation's tick, so a follower costs nothing in between.
+    """
+    woken = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    sim.timers.at(due, wake)
+    sim.kubelet.wake_on_change(uid, wake)
+    try:
+        await woken
+    finally:
+        sim.kubelet.forget_wake(uid, wake)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIXES = {
     "n": Decimal("1e-9"),
@@ -26,7 +27,11 @@ _SUFFIXES = {
 
 def parse_quantity(text: str | int | float) -> float:
     """The numeric value of a quantity; ValueError on garbage."""
-    raw = str(text).strip()
+    return _parse(str(text).strip())
+
+
+@lru_cache(maxsize=4096)  # a cluster's pods repeat a handful of quantities ("1", "16Gi")
+def _parse(raw: str) -> float:
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
         if suffix and raw.endswith(suffix):
             number, scale = raw[: -len(suffix)], _SUFFIXES[suffix]

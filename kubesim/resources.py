@@ -6,6 +6,7 @@ One table drives routing, discovery documents and the OpenAPI document, so they 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 _VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -24,11 +25,11 @@ class Resource:
     subresources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
 
-    @property
+    @cached_property  # asked on every write: worked out once
     def group_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Store key, unique across groups (`pods`, `jobs.batch`)."""
         return f"{self.plural}.{self.group}" if self.group else self.plural

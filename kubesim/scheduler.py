@@ -147,8 +147,8 @@ class Scheduler:
         self._unschedulable(stored, requests)
 
     def _bind(self, stored: Stored, node: str) -> None:
-        pod = stored.copy()
-        pod["spec"]["nodeName"] = node
+        pod = stored.thaw("status")
+        pod["spec"] = {**pod["spec"], "nodeName": node}
         conditions = pod["status"].setdefault("conditions", [])
         set_condition(conditions, "PodScheduled", "True", self.api.clock.now())
         committed = self.api.commit(POD, stored, pod, "*")
@@ -170,7 +170,7 @@ class Scheduler:
             f"{count} {reason}" for reason, count in sorted(reasons.items(), key=str) if reason
         )
         message = f"0/{len(self.nodes)} nodes are available: {parts}."
-        pod = stored.copy()
+        pod = stored.thaw("status")
         set_condition(
             pod["status"].setdefault("conditions", []),
             "PodScheduled",

@@ -32,6 +32,15 @@ T = TypeVar("T")
 TICK_S = 0.02
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed (uvicorn[standard] brings it): the same server for less CPU."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class KubeSim:
     """A Kubernetes API emulator with simulated GPU nodes."""
 
@@ -86,7 +95,7 @@ class KubeSim:
         return self
 
     def _serve(self, sock: socket.socket, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
+        loop = _new_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._main(sock, ready))

@@ -16,7 +16,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.nodelifecycle import NodeLifecycle
 from kubesim.nodes import cluster_nodes
 from kubesim.nvml.gpu import NodeGpus
-from kubesim.quota import namespace_usage, quota_status
+from kubesim.quota import quota_status
 from kubesim.resources import JOB, NAMESPACE, NODE, POD, PRIORITYCLASS, QUOTA, SERVICEACCOUNT
 from kubesim.scheduler import Scheduler
 from kubesim.store import Store, Stored
@@ -94,10 +94,10 @@ class Simulation:
             quotas = list(self.store.items(QUOTA.key, namespace))
             if not quotas:
                 continue
-            used = namespace_usage(self.store, namespace)
+            used = self.api.usage.of(namespace)
             for stored in quotas:
                 status = quota_status(stored.obj, used)
                 if stored.obj.get("status") != status:
-                    obj = stored.copy()
+                    obj = stored.thaw()
                     obj["status"] = status
                     self.api.commit(QUOTA, stored, obj, "*")

@@ -63,6 +63,11 @@ def bookmark(resource: Resource, rv: int) -> bytes:
     return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class WatchStream:
     """Buffers the lines of one watch between the store (sync) and the HTTP writer (async)."""
 
@@ -77,13 +82,44 @@ class WatchStream:
         self.encode = encode
         self.resource = resource
         self.flt = flt
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.lines: list[bytes] = []
         self.watcher = Watcher(resource.key, self._deliver)
+        self._waiter: asyncio.Future[None] | None = None
 
     def _deliver(self, change: Change) -> None:
         type_ = translate(change, self.flt)
         if type_ is not None:
-            self.queue.put_nowait(self.encode(type_, change.new))
+            self._put(self.encode(type_, change.new))
+
+    def _put(self, line: bytes) -> None:
+        self.lines.append(line)
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    async def next_chunk(self, timeout: float) -> bytes:
+        """The lines that arrived, waiting up to `timeout` for one; b"" if none came.
+
+        After a wait, what else is ready to run first adds its lines too (the controllers' tick
+        that a write kicked): a burst of changes costs one write, not one per change.
+        """
+        if not self.lines:
+            await self._arrival(timeout)
+            if not self.lines:
+                return b""
+            await asyncio.sleep(0)
+        chunk = b"".join(self.lines)
+        self.lines.clear()
+        return chunk
+
+    async def _arrival(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_later(max(timeout, 0.0), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     def start(self, rv: str | None) -> None:
         """Queue the initial events, then subscribe (no await in between: nothing is missed)."""
@@ -96,7 +132,7 @@ class WatchStream:
                 key=lambda s: (s.namespace, s.name),
             ):
                 if self.flt.matches(stored):
-                    self.queue.put_nowait(self.encode("ADDED", stored))
+                    self._put(self.encode("ADDED", stored))
         self.store.add_watcher(self.watcher)
 
     def stop(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from tests.kubesim.conftest import job_manifest, wait_for
 
@@ -34,6 +34,23 @@ def test_job_runs_its_pod_to_complete(
     assert pod.metadata.owner_references[0].uid == job.metadata.uid
     reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
     assert {"SuccessfulCreate", "Scheduled", "Started", "Completed"} <= reasons
+
+
+def test_first_status_write_already_counts_the_new_pod(
+    batch: client.BatchV1Api, namespace: str
+) -> None:
+    listed = batch.list_namespaced_job(namespace).metadata.resource_version
+    batch.create_namespaced_job(namespace, job_manifest("counted", runtime=1))
+    wait_for(lambda: "Complete" in _conditions(batch, namespace, "counted"), what="Complete")
+    statuses = [
+        e["object"].status
+        for e in watch.Watch().stream(
+            batch.list_namespaced_job, namespace, resource_version=listed, timeout_seconds=1
+        )
+        if e["type"] == "MODIFIED"
+    ]
+    assert statuses[0].active == 1 and statuses[0].start_time is not None
+    assert statuses[-1].succeeded == 1 and not statuses[-1].active
 
 
 def test_indexed_job_gives_each_pod_an_index_and_hostname(

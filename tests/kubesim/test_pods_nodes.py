@@ -84,6 +84,22 @@ def test_followed_log_ends_when_the_container_exits(core: client.CoreV1Api, name
     assert text.rstrip().endswith("training finished") and "step=3" in text
 
 
+def test_followed_log_ends_when_the_pod_is_deleted_at_once(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    core.create_namespaced_pod(namespace, pod_manifest("gone", gpus=1, runtime=600))
+    wait_for(lambda: _phase(core, namespace, "gone") == "Running", what="Running")
+    response = core.read_namespaced_pod_log(
+        "gone", namespace, follow=True, _preload_content=False, _request_timeout=20
+    )
+    core.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
+    deadline, text = time.monotonic() + 20, b""
+    for chunk in response.stream(1024):  # ends with the stream; lines keep coming otherwise
+        text += chunk
+        assert time.monotonic() < deadline, "the followed log outlived its pod"
+    assert text.decode().startswith("kubesim: container main started on ")
+
+
 def test_previous_log_is_served_after_a_restart(core: client.CoreV1Api, namespace: str) -> None:
     body = pod_manifest("crashy", runtime=1, restartPolicy="OnFailure")
     body["metadata"]["annotations"]["kubesim.io/exit-code"] = "1"
