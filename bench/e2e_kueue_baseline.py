@@ -243,6 +243,7 @@ def _run(
 ) -> Any:
     from cluster.controller import Controller, Timing
     from cluster.kube import KubernetesBackend, load_api_client
+    from cluster.management.commands.controller import GC_THRESHOLDS
     from jobs.models import TERMINAL_STATES, Job
     from scheduler import PolicyConfig
 
@@ -280,7 +281,8 @@ def _run(
                 profile.runcall(controller.run, stop)
                 profile.dump_stats(args.profile)
 
-        gc.freeze()  # as `manage.py controller` does
+        gc.set_threshold(*GC_THRESHOLDS)  # as `manage.py controller` does
+        gc.freeze()
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         while not controller.leading:

@@ -60,5 +60,8 @@ class ClusterBackend(Protocol):
         """The pod's log lines from the start, as they are written, until the pod ends (an
         async iterator: one event loop follows every running pod)."""
 
+    async def close_log_streams(self) -> None:
+        """Let go of what following logs holds on the running loop (its follows have ended)."""
+
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         """Cordon or uncordon a node."""

@@ -9,6 +9,7 @@ speed).
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -48,6 +49,7 @@ class KubernetesBackend:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self._ssl: ssl.SSLContext | None = None
+        self._log_sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -218,12 +220,10 @@ class KubernetesBackend:
             header_params={"Accept": "*/*"},
             auth_settings=["BearerToken"],
         )
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(url, headers=headers, ssl=self._ssl_context()) as response,
-            ):
+            async with self._log_session().get(
+                url, headers=headers, ssl=self._ssl_context()
+            ) as response:
                 if response.status in (400, 404):  # still waiting to start, or already gone
                     return
                 if response.status >= 400:
@@ -238,6 +238,23 @@ class KubernetesBackend:
                     yield pending.decode(errors="replace")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise _unavailable(exc) from exc  # the follower resumes when the pod reports
+
+    def _log_session(self) -> aiohttp.ClientSession:
+        """The running loop's session: its pool keeps connections between pods' streams."""
+        loop = asyncio.get_running_loop()
+        session = self._log_sessions.get(loop)
+        if session is None:
+            session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                connector=aiohttp.TCPConnector(limit=0),  # a stream per running pod
+            )
+            self._log_sessions[loop] = session
+        return session
+
+    async def close_log_streams(self) -> None:
+        session = self._log_sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
 
     def _ssl_context(self) -> ssl.SSLContext | bool:
         """TLS as the client's configuration has it (CA, client certificate, verification)."""

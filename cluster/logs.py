@@ -179,6 +179,7 @@ class LogFollowers:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.backend.close_log_streams()
 
     def _write_loop(self) -> None:
         try:

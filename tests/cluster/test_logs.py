@@ -89,6 +89,9 @@ class _EndlessLogs:
             await asyncio.sleep(0.05)
         yield f"{pod} done"
 
+    async def close_log_streams(self) -> None:
+        pass
+
 
 @pytest.mark.django_db(transaction=True)
 def test_every_running_pod_is_followed_at_once(job: Job) -> None:
