@@ -3,12 +3,12 @@
 Django's `bulk_update` builds a CASE WHEN expression per row and field; at the controller's
 volume (hundreds of jobs moving per turn) resolving those expressions cost more than the
 database did. This sends the values as a table instead and joins on the primary key. On
-PostgreSQL each column travels as one array, so the statement stays the same size whatever
-the number of rows (a statement with thousands of placeholders costs the client more to bind
-than the server to run):
+PostgreSQL the rows travel as one JSON document, so the statement and its one parameter cost
+the same to bind whatever the number of rows (thousands of placeholders cost the client more
+to bind than the server to run):
 
     UPDATE t SET f1 = v.c2, f2 = v.c3
-    FROM unnest(%s::bigint[], %s::varchar[], %s::jsonb[]) AS v(c1, c2, c3) WHERE t.id = v.c1
+    FROM jsonb_to_recordset(%s::jsonb) AS v(c1 bigint, c2 varchar, c3 jsonb) WHERE t.id = v.c1
 
 SQLite (3.33 and newer) gets the same join over a VALUES list.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
@@ -69,36 +70,52 @@ def update_values(
         condition_params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
     head = f"UPDATE {table} SET {assignments} FROM "
     tail = f" WHERE {' AND '.join(conditions)}"
+    source = _json_source if connection.vendor == "postgresql" else _values_source
     updated = 0
     with connection.cursor() as cursor:
         for start in range(0, len(rows), BATCH_ROWS):
-            prepared = [
-                [
-                    column.get_db_prep_save(value, connection)
-                    for column, value in zip(columns, row, strict=True)
-                ]
-                for row in rows[start : start + BATCH_ROWS]
-            ]
-            source, params = _source(connection, columns, names, prepared)
-            cursor.execute(head + source + tail, [*params, *condition_params])
+            sql, params = source(connection, columns, names, rows[start : start + BATCH_ROWS])
+            cursor.execute(head + sql + tail, [*params, *condition_params])
             updated += cursor.rowcount
     return updated
 
 
-def _source(
+def _json_source(
     connection: BaseDatabaseWrapper,
     columns: list[Field],
     names: list[str],
-    rows: list[list[Any]],
+    rows: Sequence[Sequence[Any]],
 ) -> tuple[str, list[Any]]:
-    """The rows as a table `v` with columns `names`, and its parameters."""
-    if connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{column.cast_db_type(connection)}[]" for column in columns)
-        return f"unnest({arrays}) AS v({', '.join(names)})", [
-            list(c) for c in zip(*rows, strict=True)
-        ]
+    """PostgreSQL: the rows as one JSON document the server reads back as a typed table.
+
+    One parameter, encoded in C, whatever the number of rows and columns: binding a value (or
+    an array element) at a time cost the controller more than the server spent on the update.
+    """
+    typed = ", ".join(
+        f"{n} {c.cast_db_type(connection)}" for n, c in zip(names, columns, strict=True)
+    )
+    document = [
+        {n: c.get_prep_value(v) for n, c, v in zip(names, columns, row, strict=True)}
+        for row in rows
+    ]
+    return f"jsonb_to_recordset(%s::jsonb) AS v({typed})", [
+        orjson.dumps(document, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    ]
+
+
+def _values_source(
+    connection: BaseDatabaseWrapper,
+    columns: list[Field],
+    names: list[str],
+    rows: Sequence[Sequence[Any]],
+) -> tuple[str, list[Any]]:
+    """SQLite: the rows as a VALUES list (whose columns it names column1, column2, ...)."""
     row = f"({', '.join(['%s'] * len(columns))})"
     values = f"(VALUES {', '.join([row] * len(rows))})"
-    # SQLite names a VALUES list's columns column1, column2, ...
     renamed = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate(names))
-    return f"(SELECT {renamed} FROM {values}) AS v", [cell for r in rows for cell in r]
+    params = [
+        column.get_db_prep_save(value, connection)
+        for r in rows
+        for column, value in zip(columns, r, strict=True)
+    ]
+    return f"(SELECT {renamed} FROM {values}) AS v", params
