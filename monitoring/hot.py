@@ -20,5 +20,6 @@ def latest(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], dict[str, 
     return {keys[k]: v for k, v in cache.get_many(list(keys)).items()}
 
 
-def store(node_id: int, samples: dict[int, dict[str, Any]]) -> None:
-    cache.set_many({key(node_id, i): s for i, s in samples.items()}, LATEST_SECONDS)
+def store(samples: dict[tuple[int, int], dict[str, Any]]) -> None:
+    """Keep these as the latest samples of their (node id, index)."""
+    cache.set_many({key(n, i): sample for (n, i), sample in samples.items()}, LATEST_SECONDS)

@@ -1,4 +1,5 @@
-"""Accumulating upserts: one statement adds a batch to its GPU-minutes, one to its jobs' totals.
+"""Accumulating upserts: one statement adds batches to their GPU-minutes, one to their jobs'
+totals (per thousand rows).
 
 Django's bulk_create(update_conflicts=True) can only overwrite, and a roll-up must add, so these
 are written in SQL that SQLite and PostgreSQL share, but for the name of the two-argument max.
@@ -18,17 +19,21 @@ def _greatest() -> str:
     return "GREATEST" if connection.vendor == "postgresql" else "MAX"
 
 
+# Rows per statement: well under PostgreSQL's 65,535 and SQLite's 32,766 parameters.
+ROWS_PER_STATEMENT = 1000
+
+
 def _upsert(table: str, columns: Sequence[str], conflict: str, sets: str, rows: list[Any]) -> None:
-    if not rows:
-        return
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-        + ", ".join([placeholders] * len(rows))
-        + f" ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [value for row in rows for value in row])
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            sql = (
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                + ", ".join([placeholders] * len(chunk))
+                + f" ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
+            )
+            cursor.execute(sql, [value for row in chunk for value in row])
 
 
 def _max_of(table: str, column: str) -> str:

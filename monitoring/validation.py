@@ -27,7 +27,7 @@ Errors = dict[str, list[str]]
 class Batch:
     """A valid batch: GPU samples (plain dicts, as checked) and Xid events, oldest first."""
 
-    node: str
+    node: Any  # as the body names it: see `node_errors`
     interval: float
     gpus: list[dict[str, Any]]
     xids: list[dict[str, Any]]
@@ -92,14 +92,13 @@ def _check_list(data: dict[str, Any], key: str, limit: int, errors: Errors) -> l
     return value
 
 
-def validate_batch(data: Any, node: str, now: float | None = None) -> tuple[Batch | None, Errors]:
-    """The batch, or the errors; `node` is the authenticated node, the only one it may post for."""
+def validate_batch(data: Any, now: float | None = None) -> tuple[Batch | None, Errors]:
+    """The batch, or the errors. Whether `node` is the token's node is checked apart
+    (`node_errors`), once the token is known."""
     now = time.time() if now is None else now
     if not isinstance(data, dict):
         return None, {"non_field_errors": ["expected a JSON object"]}
     errors: Errors = {}
-    if data.get("node") != node:
-        errors["node"] = [f"must be this token's node, {node!r}"]
     interval = data.get("interval")
     if not _number_ok(interval, INTERVAL):
         errors["interval"] = [INTERVAL.message()]
@@ -117,4 +116,10 @@ def validate_batch(data: Any, node: str, now: float | None = None) -> tuple[Batc
     if errors:
         return None, errors
     by_time = sorted(gpus, key=lambda g: g["at"])
-    return Batch(node, float(data["interval"]), by_time, sorted(xids, key=lambda x: x["at"])), {}
+    xids_by_time = sorted(xids, key=lambda x: x["at"])
+    return Batch(data.get("node"), float(data["interval"]), by_time, xids_by_time), {}
+
+
+def node_errors(named: Any, node: str) -> Errors:
+    """A node posts for itself only: `named` is the body's `node`, `node` the token's."""
+    return {} if named == node else {"node": [f"must be this token's node, {node!r}"]}

@@ -6,7 +6,8 @@ where without every call site passing the request down.
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -26,11 +27,21 @@ def current_request_context() -> RequestContext | None:
     return _context.get()
 
 
-def _request_id(request: HttpRequest) -> str:
-    given = request.headers.get("X-Request-ID", "")
+def request_id(given: str) -> str:
+    """The client's X-Request-ID if it is a sane one, else a new id."""
     if given and len(given) <= 64 and given.replace("-", "").isalnum():
         return given
     return uuid.uuid4().hex
+
+
+@contextmanager
+def request_context(context: RequestContext) -> Iterator[None]:
+    """Make `context` the current request's while the block runs."""
+    token = _context.set(context)
+    try:
+        yield
+    finally:
+        _context.reset(token)
 
 
 class RequestContextMiddleware:
@@ -38,12 +49,10 @@ class RequestContextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        context = RequestContext(_request_id(request), request.META.get("REMOTE_ADDR"))
-        token = _context.set(context)
-        try:
+        given = request.headers.get("X-Request-ID", "")
+        context = RequestContext(request_id(given), request.META.get("REMOTE_ADDR"))
+        with request_context(context):
             response = self.get_response(request)
-        finally:
-            _context.reset(token)
         response["X-Request-ID"] = context.request_id
         return response
 

@@ -21,7 +21,7 @@ from jobs.states import transition
 from jobs.streams import publish_log_chunk
 from portal.asgi import application
 from tests.conftest import World, spec
-from tests.monitoring.conftest import Rig, batch, gpu_sample, post
+from tests.monitoring.conftest import Rig, apost, batch, gpu_sample
 from tests.monitoring.conftest import fast_passwords as fast_passwords  # fixtures
 from tests.monitoring.conftest import rig as rig
 
@@ -113,7 +113,7 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
 async def test_member_receives_metrics_and_log_lines_of_their_job(rig: Rig, world: World) -> None:
     on_job = await _open(f"/ws/jobs/{rig.job.pk}/", world.bob)
     at = time.time()
-    await database_sync_to_async(post)(
+    await apost(
         batch([gpu_sample(i, at, DCGM_FI_DEV_GPU_UTIL=60 + i) for i in range(8)]), rig.token
     )
     metrics = await _next(on_job, "job.metrics")
@@ -179,7 +179,7 @@ async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: Wo
         assert (await refused.connect()) == (False, 4403)
     cluster = await _open("/ws/cluster/", world.admin)
     now = time.time()
-    await database_sync_to_async(post)(
+    await apost(
         batch([gpu_sample(i, now) for i in range(8)], xids=[{"index": 6, "xid": 79, "at": now}]),
         rig.token,
     )
