@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="a Redis matter")
 @pytest.fixture
 async def layer() -> AsyncIterator[RedisChannelLayer]:
     config: Any = settings.CHANNEL_LAYERS["default"]["CONFIG"]
-    redis_layer = RedisChannelLayer(hosts=config["hosts"], prefix=f"test{uuid.uuid4().hex[:8]}")
+    redis_layer = RedisChannelLayer(**{**config, "prefix": f"test{uuid.uuid4().hex[:8]}"})
     yield redis_layer
     await redis_layer.flush()
 
@@ -58,3 +58,20 @@ def test_the_cache_reuses_one_redis_client() -> None:
     assert client.get_client() is client.get_client(write=True)
     cache.set_many({"reuse.a": 1, "reuse.b": [2]}, 10)
     assert cache.get_many(["reuse.a", "reuse.b", "reuse.c"]) == {"reuse.a": 1, "reuse.b": [2]}
+
+
+async def test_a_process_receives_a_long_backlog_whole_and_in_order(
+    layer: RedisChannelLayer,
+) -> None:
+    channels = [await layer.new_channel() for _ in range(3)]
+    for channel in channels:
+        await layer.group_add("team.1.job.1", channel)
+    count = 1200  # more than one fetch takes
+    await layer.group_send_many(
+        [("team.1.job.1", {"type": "job.log", "seq": n}) for n in range(count)]
+    )
+
+    async def read(channel: str) -> list[int]:
+        return [(await layer.receive(channel))["seq"] for _ in range(count)]
+
+    assert await asyncio.gather(*map(read, channels)) == [list(range(count))] * 3
