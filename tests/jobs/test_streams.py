@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, get_args, get_type_hints, is_typeddict
 
 import pytest
 from channels.db import database_sync_to_async
@@ -14,7 +14,9 @@ from django.db import transaction
 from django.test import Client
 
 from cluster.models import JobLogChunk
+from jobs import streams
 from jobs.actions import cancel_job, submit_job
+from jobs.consumers import LAYER_MESSAGES
 from jobs.models import Job, State
 from jobs.spec import parse_spec
 from jobs.states import transition
@@ -208,3 +210,12 @@ async def test_an_idle_socket_outlives_the_layers_blocking_read(world: World) ->
     while (await _next(on_job, "job.status"))["state"] != "CANCELLED":
         pass  # the state at connect may come first
     await on_job.disconnect()
+
+
+def test_every_stream_message_type_goes_to_the_delivery() -> None:
+    kinds = {
+        get_args(get_type_hints(message)["type"])[0]
+        for message in vars(streams).values()
+        if is_typeddict(message) and "type" in message.__annotations__
+    }
+    assert kinds == LAYER_MESSAGES
