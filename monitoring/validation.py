@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,20 +33,28 @@ class Batch:
 
 
 def _number_ok(value: Any, bound: Bound) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    # type(), not isinstance(): a bool is an int, and JSON gives plain ints and floats only.
+    kind = type(value)
+    if kind is float:
+        if bound.integer and not value.is_integer():
+            return False
+    elif kind is not int:
         return False
-    if bound.integer and not (isinstance(value, int) or float(value).is_integer()):
-        return False
-    return math.isfinite(value) and bound.low <= value <= bound.high
+    return bound.low <= value <= bound.high  # bounds are finite: NaN and infinities fail too
 
 
-def _time_ok(value: Any, now: float) -> bool:
-    bound = Bound(now - MAX_AGE_SECONDS, now + MAX_AHEAD_SECONDS)
-    return _number_ok(value, bound)
-
-
+GPU_FIELDS = {"index": INDEX, **METRICS}
 GPU_TEXTS = {"uuid": 64, "pod": POD_LENGTH}
+XID_FIELDS = {"index": INDEX, "xid": XID}
 XID_TEXTS = {"uuid": 64}
+
+
+def _text_problem(key: str, value: Any, length: int) -> str | None:
+    if not isinstance(value, str) or len(value) > length:
+        return f"must be a string of at most {length} characters"
+    if key == "pod" and value and value.count("/") != 1:
+        return 'must be "namespace/name", or "" for a GPU no pod holds'
+    return None
 
 
 def _check_entry(
@@ -55,27 +62,24 @@ def _check_entry(
     where: str,
     known: dict[str, Bound],
     texts: dict[str, int],
-    now: float,
+    when: Bound,
     errors: Errors,
 ) -> None:
     if not isinstance(entry, dict):
         errors[where] = ["must be an object"]
         return
     for key, value in entry.items():
-        field = f"{where}.{key}"
-        if key == "at":
-            if not _time_ok(value, now):
-                errors[field] = ["must be a Unix time within the last 6 hours"]
+        if (bound := known.get(key)) is not None:
+            if not _number_ok(value, bound):
+                errors[f"{where}.{key}"] = [bound.message()]
+        elif key == "at":
+            if not _number_ok(value, when):
+                errors[f"{where}.at"] = ["must be a Unix time within the last 6 hours"]
         elif key in texts:
-            if not isinstance(value, str) or len(value) > texts[key]:
-                errors[field] = [f"must be a string of at most {texts[key]} characters"]
-            elif key == "pod" and value and value.count("/") != 1:
-                errors[field] = ['must be "namespace/name", or "" for a GPU no pod holds']
-        elif key in known:
-            if not _number_ok(value, known[key]):
-                errors[field] = [known[key].message()]
+            if (problem := _text_problem(key, value, texts[key])) is not None:
+                errors[f"{where}.{key}"] = [problem]
         else:
-            errors[field] = ["unknown field"]
+            errors[f"{where}.{key}"] = ["unknown field"]
     for required in ("index", "at"):
         if required not in entry:
             errors[f"{where}.{required}"] = ["this field is required"]
@@ -104,11 +108,11 @@ def validate_batch(data: Any, now: float | None = None) -> tuple[Batch | None, E
         errors["interval"] = [INTERVAL.message()]
     gpus = _check_list(data, "gpus", MAX_GPU_SAMPLES, errors)
     xids = _check_list(data, "xids", MAX_XIDS, errors)
-    gpu_fields = {"index": INDEX, **METRICS}
+    when = Bound(now - MAX_AGE_SECONDS, now + MAX_AHEAD_SECONDS)
     for i, entry in enumerate(gpus):
-        _check_entry(entry, f"gpus[{i}]", gpu_fields, GPU_TEXTS, now, errors)
+        _check_entry(entry, f"gpus[{i}]", GPU_FIELDS, GPU_TEXTS, when, errors)
     for i, entry in enumerate(xids):
-        _check_entry(entry, f"xids[{i}]", {"index": INDEX, "xid": XID}, XID_TEXTS, now, errors)
+        _check_entry(entry, f"xids[{i}]", XID_FIELDS, XID_TEXTS, when, errors)
         if isinstance(entry, dict) and "xid" not in entry:
             errors[f"xids[{i}].xid"] = ["this field is required"]
     for key in set(data) - {"node", "interval", "gpus", "xids"}:
