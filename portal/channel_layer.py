@@ -8,9 +8,10 @@ one pushes every message, in order.
 
 All websockets of a process receive through one Redis key, which channels_redis reads one
 message at a time, four round trips each, one after the other: a few hundred messages a second
-at most on a busy event loop, whatever the CPU. `receive_single` here takes up to FETCH_MAX
-messages per round trip, keeping them in a backup key until they have arrived, so a cancelled
-read loses nothing (as channels_redis's backup does).
+at most on a busy event loop, whatever the CPU. Here one reader task per process takes up to
+FETCH_MAX messages per round trip, keeping them in a backup key until they have arrived, so a
+cancelled read loses nothing (as channels_redis's backup does), and fills the channels'
+buffers; each consumer just waits on its own.
 """
 
 from __future__ import annotations
@@ -79,6 +80,44 @@ class RedisChannelLayer(BaseRedisChannelLayer):
         super().__init__(*args, **kwargs)
         self._fetched: dict[str, deque[bytes]] = collections.defaultdict(deque)
         self._arrived: dict[str, bool] = collections.defaultdict(lambda: True)
+        self._readers: dict[str, asyncio.Task[None]] = {}
+        self._receivers = 0
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        """The next message of a channel. A process-local channel ("...!...") waits on its
+        buffer, which one reader task per process fills (channels_redis has every waiting
+        consumer race for a lock instead: a task and a wait per consumer and message)."""
+        if "!" not in channel:
+            return await super().receive(channel)
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        self._receivers += 1
+        try:
+            self._keep_reading(self.non_local_name(channel))
+            buffer = self.receive_buffer[channel]
+            message: dict[str, Any] = await buffer.get()
+        finally:
+            self._receivers -= 1
+        if buffer.empty() and self.receive_buffer.get(channel) is buffer:
+            del self.receive_buffer[channel]  # as channels_redis: no buffers left behind
+        return message
+
+    def _keep_reading(self, real_channel: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = self._readers.get(real_channel)
+        if reader is None or reader.done() or reader.get_loop() is not loop:
+            self._readers[real_channel] = loop.create_task(self._read(real_channel))
+
+    async def _read(self, real_channel: str) -> None:
+        """Move the process's messages into its channels' buffers while anything receives."""
+        while self._receivers:
+            try:
+                channels, message = await self.receive_single(real_channel)
+            except Exception:  # Redis away: the sockets stay, the reader tries again
+                logger.exception("reading %s from Redis failed", real_channel)
+                await asyncio.sleep(1)
+                continue
+            for channel in channels if isinstance(channels, list) else [channels]:
+                self.receive_buffer[channel].put_nowait(message)  # full: the oldest goes
 
     async def receive_single(self, channel: str) -> tuple[Any, dict[str, Any]]:
         """One message of a process-local channel ("...!"), from a batch taken at once."""
@@ -87,8 +126,8 @@ class RedisChannelLayer(BaseRedisChannelLayer):
         key = self.prefix + channel
         index = self.consistent_hash(channel)
         if self._fetched[key]:
-            # Let the other consumers empty their buffers (each holds `capacity` at most, and
-            # drops the oldest past that) before this one takes the next message.
+            # Let the consumers empty their buffers (each holds `capacity` at most, and drops
+            # the oldest past that) before the next message goes in.
             await asyncio.sleep(0)
         while not self._fetched[key]:
             await self._fetch(index, key)
