@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django (but agents' posts), websockets through Channels with
 session auth."""
 
+import gc
 import os
 from typing import Any
 
@@ -33,3 +34,10 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# The cyclic collector paused a web process serving 1,000 websockets for up to 0.3 s per full
+# collection, several times a minute. What is loaded by now (Django, the apps, their modules)
+# lives as long as the process: frozen, no collection scans it again. And a young collection
+# every 10,000 net allocations rather than 700 makes full ones rarer by as much.
+gc.freeze()
+gc.set_threshold(10_000, 10, 10)
