@@ -253,3 +253,18 @@ def test_node_token_command_rotates_prints_once_and_audits(
 def test_the_portal_knows_every_field_the_agent_sends() -> None:
     sent = {v for k, v in vars(agent_fields).items() if k.isupper()}
     assert sent == set(METRICS)
+
+
+def test_replies_carry_the_agents_request_id_or_a_new_one(rig: Rig) -> None:
+    sent = post(batch([gpu_sample(0)]), rig.token, headers={"x-request-id": "agent-42"})
+    assert sent["X-Request-ID"] == "agent-42"
+    made = {post(batch([gpu_sample(0)]), rig.token)["X-Request-ID"] for _ in range(3)}
+    assert len(made) == 3 and all(len(id_) == 32 and int(id_, 16) >= 0 for id_ in made)
+
+
+def test_a_gpu_keeps_its_latest_sample_when_a_post_leaves_it_out(rig: Rig) -> None:
+    post(batch([gpu_sample(i, MINUTE + 5) for i in range(8)]), rig.token)
+    post(batch([gpu_sample(0, MINUTE + 10, DCGM_FI_DEV_GPU_UTIL=99)]), rig.token)
+    latest = hot.latest([(rig.node.pk, 0), (rig.node.pk, 5)])
+    assert latest[(rig.node.pk, 0)]["DCGM_FI_DEV_GPU_UTIL"] == 99
+    assert latest[(rig.node.pk, 5)]["at"] == MINUTE + 5
