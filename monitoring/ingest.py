@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
-from monitoring.inventory import JobRef, batch_owners, gpu_ids
+from monitoring.inventory import JobRef, batch_owners, gpu_ids, gpu_ids_key, owners_key
+from monitoring.prefetch import Prefetched
 from monitoring.validation import Batch
 from monitoring.xids import store_xids
 
@@ -194,9 +195,11 @@ def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
     for a in batches:
         wanted[a.node_id].update(g["index"] for g in a.batch.gpus)
         wanted[a.node_id].update(x["index"] for x in a.batch.xids)
-    ids = gpu_ids(wanted)
-    owners = batch_owners([(a.node, a.batch.gpus) for a in batches])
-    acc = _Accumulator(hot.latest((n, i) for n, indexes in wanted.items() for i in indexes))
+    reads = Prefetched(_node_keys(batches))
+    ids = gpu_ids(wanted, reads)
+    owners = batch_owners([(a.node, a.batch.gpus) for a in batches], reads)
+    previous = hot.of_nodes(wanted, reads)
+    acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
     for a, owned in zip(batches, owners, strict=True):
         acc.add_batch(a.node_id, a.batch, owned)
     with transaction.atomic():
@@ -204,7 +207,7 @@ def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
         rollups.add_job_totals(_job_rows(acc))
         xids = [store_xids(a.node_id, a.node, ids[a.node_id], a.batch.xids) for a in batches]
     try:
-        hot.store(_hot_samples(batches, owners, acc))
+        hot.store(_hot_samples(batches, owners, acc, previous))
     except Exception:  # committed: an error now would have the agents post it all again
         log.exception("keeping the newest samples of %s batches failed", len(batches))
     return [
@@ -213,15 +216,28 @@ def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
     ]
 
 
+def _node_keys(batches: Sequence[Accepted]) -> set[str]:
+    """What the batches' nodes have in the cache: GPU rows, owners by placement, samples."""
+    keys = {gpu_ids_key(a.node_id) for a in batches} | {hot.key(a.node_id) for a in batches}
+    return keys | {owners_key(a.node) for a in batches}
+
+
 def _hot_samples(
-    batches: Sequence[Accepted], owners: list[dict[int, JobRef]], acc: _Accumulator
-) -> dict[GpuKey, dict[str, Any]]:
+    batches: Sequence[Accepted],
+    owners: list[dict[int, JobRef]],
+    acc: _Accumulator,
+    previous: dict[int, hot.Samples],
+) -> dict[int, hot.Samples]:
+    """Each node's latest samples: what it had, updated with the newest of these batches."""
     job_ids = {
         (a.node_id, index): ref.job_id
         for a, owned in zip(batches, owners, strict=True)
         for index, ref in owned.items()
     }
-    return {gpu: {**s, "job_id": job_ids.get(gpu)} for gpu, s in acc.newest.items()}
+    nodes = {a.node_id: dict(previous.get(a.node_id, {})) for a in batches}
+    for (node_id, index), sample in acc.newest.items():
+        nodes[node_id][index] = {**sample, "job_id": job_ids.get((node_id, index))}
+    return nodes
 
 
 def _job_id(owners: dict[int, JobRef], index: int) -> int | None:

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from cluster.manifests import job_of_pod
 from cluster.models import Gpu
 from jobs.models import Job, State
+from monitoring.prefetch import CacheReads
 from tenants.models import Team
 
 GPU_MAP_SECONDS = 300
@@ -25,10 +26,18 @@ class JobRef:
     team_id: int
 
 
-def gpu_ids(wanted: dict[int, set[int]]) -> dict[int, dict[int, int]]:
+def gpu_ids_key(node_id: int) -> str:
+    return f"monitoring.gpu-ids.{node_id}"
+
+
+def owners_key(node_name: str) -> str:
+    return f"monitoring.gpu-owners.{node_name}"
+
+
+def gpu_ids(wanted: dict[int, set[int]], reads: CacheReads = cache) -> dict[int, dict[int, int]]:
     """{node id: {index: Gpu id}} for these nodes' indexes, creating rows the inventory lacks."""
-    keys = {node_id: f"monitoring.gpu-ids.{node_id}" for node_id in wanted}
-    cached = cache.get_many(list(keys.values()))
+    keys = {node_id: gpu_ids_key(node_id) for node_id in wanted}
+    cached = reads.get_many(keys.values())
     known: dict[int, dict[int, int]] = {n: cached.get(key) or {} for n, key in keys.items()}
     short = {n for n, indexes in wanted.items() if not indexes <= known[n].keys()}
     if short:
@@ -46,7 +55,9 @@ def gpu_ids(wanted: dict[int, set[int]]) -> dict[int, dict[int, int]]:
     return known
 
 
-def placement_owners(node_names: Collection[str]) -> dict[str, dict[int, JobRef]]:
+def placement_owners(
+    node_names: Collection[str], reads: CacheReads = cache
+) -> dict[str, dict[int, JobRef]]:
     """{node: {GPU index: job}} for the jobs running on these nodes, by placement.
 
     Job.placement says how many GPUs of a node a job holds, not which. Jobs are laid over the
@@ -55,8 +66,8 @@ def placement_owners(node_names: Collection[str]) -> dict[str, dict[int, JobRef]
     later job ends too. Agents that read the kubelet's pod-resources socket say exactly which
     pod holds each GPU; `batch_owners` prefers that.
     """
-    keys = {name: f"monitoring.gpu-owners.{name}" for name in node_names}
-    cached = cache.get_many(list(keys.values()))
+    keys = {name: owners_key(name) for name in node_names}
+    cached = reads.get_many(keys.values())
     owners: dict[str, dict[int, JobRef]] = {n: cached[k] for n, k in keys.items() if k in cached}
     missing = [name for name in keys if name not in owners]
     if missing:
@@ -112,13 +123,15 @@ def pod_owners(pods: Iterable[str]) -> dict[str, JobRef]:
     return found
 
 
-def batch_owners(batches: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[int, JobRef]]:
+def batch_owners(
+    batches: Sequence[tuple[str, list[dict[str, Any]]]], reads: CacheReads = cache
+) -> list[dict[int, JobRef]]:
     """{GPU index: job} for each (node name, samples): the pod the agent reported for a GPU
     ("" for none; the newest sample's word wins), and by placement for GPUs reported without
     one. One lookup of each kind serves all the batches."""
     reported = [_reported_pods(samples) for _, samples in batches]
     unplaced = {name for (name, _), (pods, rest) in zip(batches, reported, strict=True) if rest}
-    placed = placement_owners(unplaced) if unplaced else {}
+    placed = placement_owners(unplaced, reads) if unplaced else {}
     by_pod = pod_owners(pod for pods, _ in reported for pod in pods.values() if pod)
     owners = []
     for (name, _), (pods, _) in zip(batches, reported, strict=True):
