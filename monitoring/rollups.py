@@ -2,15 +2,16 @@
 totals.
 
 Django's bulk_create(update_conflicts=True) can only overwrite, and a roll-up must add, so these
-are written in SQL. On PostgreSQL the rows go as one array per column (`unnest`): a fixed,
-short statement whatever the row count, bound four times faster than as many VALUES rows as
-there are rows (1.2 against 4.7 ms of CPU for 144 rows). SQLite takes VALUES, a thousand rows
-per statement, and calls the two-argument max MAX.
+are written in SQL. On PostgreSQL the rows go as one array literal per column (`unnest`): a
+fixed, short statement whatever the row count, bound as nine strings (VALUES rows cost a
+placeholder and a bound value each: 4.7 ms of CPU for 144 rows). SQLite takes VALUES, a
+thousand rows per statement, and calls the two-argument max MAX.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -38,8 +39,7 @@ def _upsert(
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
-            by_column = zip(columns, zip(*rows, strict=True), strict=True)
-            values = [_array(kind, column) for (_, kind), column in by_column]
+            values = [_array(column) for column in zip(*rows, strict=True)]
             sql = f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})" + upsert
             cursor.execute(sql, values)
             return
@@ -50,11 +50,18 @@ def _upsert(
             cursor.execute(sql, [value for row_ in chunk for value in row_])
 
 
-def _array(kind: str, column: Sequence[Any]) -> list[Any]:
-    # An array holds one type: a reading of 70 (int) among 70.5s must go as 70.0.
-    if kind == "float8":
-        return [None if value is None else float(value) for value in column]
-    return list(column)
+def _array(column: Sequence[Any]) -> str:
+    """A PostgreSQL array literal: binding it costs one string, where a list costs a dump and a
+    quoting check per value (a third of a batch's CPU on 400 rows)."""
+    return "{" + ",".join(map(_element, column)) + "}"
+
+
+def _element(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, datetime):
+        return f'"{value.isoformat()}"'
+    return str(value)  # a number: str() of a float is its shortest exact form
 
 
 def _max_of(table: str, column: str) -> str:

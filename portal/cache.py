@@ -1,4 +1,4 @@
-"""Django's Redis cache, keeping one client per connection pool.
+"""Django's Redis cache, keeping one client per connection pool, without memcached's key check.
 
 Django builds a new `redis.Redis` for every cache call; redis-py 8 copies its ~170 response
 callbacks into each new client, which costs about 0.1 ms of CPU per call, more than the round
@@ -27,3 +27,7 @@ class RedisCache(DjangoRedisCache):
         super().__init__(server, params)
         internals: Any = self
         internals._class = _ReusingClient
+
+    def validate_key(self, key: str) -> None:
+        """Redis takes any key. Django's check, for memcached, walks each key character by
+        character in Python: a millisecond for a hundred keys."""
