@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,9 +203,8 @@ def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
     acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
     for a, owned in zip(batches, owners, strict=True):
         acc.add_batch(a.node_id, a.batch, owned)
-    with transaction.atomic():
-        rollups.add_minutes(_minute_rows(acc, ids))
-        rollups.add_job_totals(_job_rows(acc))
+    with transaction.atomic() if any(a.batch.xids for a in batches) else nullcontext():
+        rollups.add(_minute_rows(acc, ids), _job_rows(acc))  # alone: atomic by itself
         xids = [store_xids(a.node_id, a.node, ids[a.node_id], a.batch.xids) for a in batches]
     try:
         hot.store(_hot_samples(batches, owners, acc, previous))

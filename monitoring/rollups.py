@@ -1,5 +1,4 @@
-"""Accumulating upserts: one statement adds batches to their GPU-minutes, one to their jobs'
-totals.
+"""Accumulating upserts: batches added to their GPU-minutes and their jobs' totals.
 
 Django's bulk_create(update_conflicts=True) can only overwrite, and a roll-up must add, so these
 are written in SQL. On PostgreSQL the rows go as one array literal per column (`unnest`): a
@@ -11,10 +10,11 @@ thousand rows per statement, and calls the two-argument max MAX.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from monitoring.models import GpuMinute, JobMetrics
 
@@ -27,27 +27,62 @@ def _greatest() -> str:
 ROWS_PER_STATEMENT = 1000
 
 Column = tuple[str, str]  # name, PostgreSQL type
+Rows = list[tuple[Any, ...]]
 
 
-def _upsert(
-    table: str, columns: Sequence[Column], conflict: str, sets: str, rows: list[Any]
-) -> None:
-    if not rows:
-        return
-    names = ", ".join(name for name, _ in columns)
-    upsert = f" ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
+@dataclass(frozen=True)
+class _Upsert:
+    table: str
+    columns: Sequence[Column]
+    conflict: str
+    sets: str
+
+    def unnest(self) -> str:
+        names = ", ".join(name for name, _ in self.columns)
+        arrays = ", ".join(f"%s::{kind}[]" for _, kind in self.columns)
+        return (
+            f"INSERT INTO {self.table} ({names}) SELECT * FROM unnest({arrays})"
+            f" ON CONFLICT ({self.conflict}) DO UPDATE SET {self.sets}"
+        )
+
+    def values(self, count: int) -> str:
+        names = ", ".join(name for name, _ in self.columns)
+        row = "(" + ", ".join(["%s"] * len(self.columns)) + ")"
+        return (
+            f"INSERT INTO {self.table} ({names}) VALUES {', '.join([row] * count)}"
+            f" ON CONFLICT ({self.conflict}) DO UPDATE SET {self.sets}"
+        )
+
+
+def add(minutes: Rows, jobs: Rows) -> None:
+    """Add rows (MINUTE_COLUMNS order, at most one per GPU and minute) to their GPU-minutes and
+    rows (JOB_COLUMNS order, at most one per job) to their jobs' totals, all or nothing.
+
+    On PostgreSQL that is one statement (the minutes in a WITH): one round trip, atomic by
+    itself, so a caller with nothing else to write needs no transaction (two round trips
+    more)."""
+    parts = [(upsert, rows) for upsert, rows in ((_minutes(), minutes), (_jobs(), jobs)) if rows]
+    if parts and connection.vendor == "postgresql":
+        _add_as_arrays(parts)
+    elif parts:
+        with transaction.atomic():
+            _add_as_values(parts)
+
+
+def _add_as_arrays(parts: list[tuple[_Upsert, Rows]]) -> None:
+    first, *rest = [upsert.unnest() for upsert, _ in parts]
+    statement = f"WITH minutes AS ({first} RETURNING 1) {rest[0]}" if rest else first
+    arrays = [_array(column) for _, rows in parts for column in zip(*rows, strict=True)]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
-            values = [_array(column) for column in zip(*rows, strict=True)]
-            sql = f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})" + upsert
-            cursor.execute(sql, values)
-            return
-        row = "(" + ", ".join(["%s"] * len(columns)) + ")"
-        for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            chunk = rows[start : start + ROWS_PER_STATEMENT]
-            sql = f"INSERT INTO {table} ({names}) VALUES {', '.join([row] * len(chunk))}" + upsert
-            cursor.execute(sql, [value for row_ in chunk for value in row_])
+        cursor.execute(statement, arrays)
+
+
+def _add_as_values(parts: list[tuple[_Upsert, Rows]]) -> None:
+    with connection.cursor() as cursor:
+        for upsert, rows in parts:
+            for start in range(0, len(rows), ROWS_PER_STATEMENT):
+                chunk = rows[start : start + ROWS_PER_STATEMENT]
+                cursor.execute(upsert.values(len(chunk)), [v for row in chunk for v in row])
 
 
 def _array(column: Sequence[Any]) -> str:
@@ -83,8 +118,7 @@ MINUTE_COLUMNS = (
 )
 
 
-def add_minutes(rows: list[tuple[Any, ...]]) -> None:
-    """Rows in MINUTE_COLUMNS order, at most one per (gpu, minute)."""
+def _minutes() -> _Upsert:
     table = GpuMinute._meta.db_table
     sets = ", ".join(
         [
@@ -97,7 +131,7 @@ def add_minutes(rows: list[tuple[Any, ...]]) -> None:
             _max_of(table, "temp_max"),
         ]
     )
-    _upsert(table, MINUTE_COLUMNS, "gpu_id, minute", sets, rows)
+    return _Upsert(table, MINUTE_COLUMNS, "gpu_id, minute", sets)
 
 
 JOB_COLUMNS = (
@@ -113,8 +147,7 @@ JOB_COLUMNS = (
 )
 
 
-def add_job_totals(rows: list[tuple[Any, ...]]) -> None:
-    """Rows in JOB_COLUMNS order, at most one per job."""
+def _jobs() -> _Upsert:
     table = JobMetrics._meta.db_table
     sets = ", ".join(
         [
@@ -127,4 +160,4 @@ def add_job_totals(rows: list[tuple[Any, ...]]) -> None:
             "updated_at = excluded.updated_at",
         ]
     )
-    _upsert(table, JOB_COLUMNS, "job_id", sets, rows)
+    return _Upsert(table, JOB_COLUMNS, "job_id", sets)
