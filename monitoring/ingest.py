@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,15 +188,18 @@ def _fan_out(node: str, batch: Batch, owners: dict[int, JobRef]) -> list[tuple[s
     return outgoing
 
 
-def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
+def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None) -> list[Outgoing]:
     """Roll the batches up in one transaction, keep their newest readings hot, store their
     Xids; return each batch's messages to fan out, which the caller sends once this returns
-    (committed)."""
+    (committed). `reads`: what the caller read of the cache already (see `node_keys`)."""
     wanted: dict[int, set[int]] = defaultdict(set)
     for a in batches:
         wanted[a.node_id].update(g["index"] for g in a.batch.gpus)
         wanted[a.node_id].update(x["index"] for x in a.batch.xids)
-    reads = Prefetched(_node_keys(batches))
+    nodes = {(a.node_id, a.node) for a in batches}
+    if reads is None:
+        reads = Prefetched(node_keys(nodes))
+    reads.prefetch(node_keys(nodes))
     ids = gpu_ids(wanted, reads)
     owners = batch_owners([(a.node, a.batch.gpus) for a in batches], reads)
     previous = hot.of_nodes(wanted, reads)
@@ -216,10 +219,12 @@ def ingest_batches(batches: Sequence[Accepted]) -> list[Outgoing]:
     ]
 
 
-def _node_keys(batches: Sequence[Accepted]) -> set[str]:
-    """What the batches' nodes have in the cache: GPU rows, owners by placement, samples."""
-    keys = {gpu_ids_key(a.node_id) for a in batches} | {hot.key(a.node_id) for a in batches}
-    return keys | {owners_key(a.node) for a in batches}
+def node_keys(nodes: Iterable[tuple[int, str]]) -> set[str]:
+    """What ingestion reads of nodes (id, name) in the cache: GPU rows, owners, samples."""
+    keys: set[str] = set()
+    for node_id, name in nodes:
+        keys |= {gpu_ids_key(node_id), owners_key(name), hot.key(node_id)}
+    return keys
 
 
 def _hot_samples(

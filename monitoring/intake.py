@@ -21,8 +21,9 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connection
 
 from jobs.streams import Outgoing, send_all
-from monitoring.ingest import Accepted, ingest_batches
-from monitoring.tokens import nodes_for_digests
+from monitoring.ingest import Accepted, ingest_batches, node_keys
+from monitoring.prefetch import Prefetched
+from monitoring.tokens import nodes_for_digests, seen_nodes, token_keys
 from monitoring.validation import Batch, Errors, node_errors
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,13 @@ def answer(posts: Sequence[Received]) -> list[tuple[Reply, Outgoing]]:
 
 
 def _answer(posts: Sequence[Received]) -> list[tuple[Reply, Outgoing]]:
-    nodes = nodes_for_digests({post.digest for post in posts})
+    digests = {post.digest for post in posts}
+    # The tokens' cache entries and those of the nodes they named before, in one round trip.
+    reads = Prefetched([*token_keys(digests), *node_keys(seen_nodes(digests))])
+    nodes = nodes_for_digests(digests, reads)
     replies: list[Reply | Accepted] = [_check(post, nodes.get(post.digest)) for post in posts]
     accepted = [a for a in replies if isinstance(a, Accepted)]
-    stored = iter(_store(accepted) if accepted else [])
+    stored = iter(_store(accepted, reads) if accepted else [])
     results: list[tuple[Reply, Outgoing]] = []
     for reply in replies:
         if isinstance(reply, Reply):
@@ -98,16 +102,16 @@ def _check(post: Received, node: tuple[int, str] | None) -> Reply | Accepted:
     return Accepted(node_id, name, post.batch)
 
 
-def _store(accepted: list[Accepted]) -> list[Outgoing | None]:
+def _store(accepted: list[Accepted], reads: Prefetched) -> list[Outgoing | None]:
     """Store the group in one transaction; should that fail, each batch in its own, so one bad
     batch cannot fail its neighbours. None for a batch that could not be stored."""
     try:
-        return list(ingest_batches(accepted))
+        return list(ingest_batches(accepted, reads))
     except DatabaseError:
         log.exception("storing %s batches of %s failed", len(accepted), _nodes(accepted))
         if len(accepted) == 1:
             return [None]
-        return [stored for one in accepted for stored in _store([one])]
+        return [stored for one in accepted for stored in _store([one], reads)]
 
 
 def _nodes(accepted: list[Accepted]) -> str:

@@ -16,12 +16,17 @@ class Prefetched:
     """Answers `get_many` from the entries read up front; reads only keys not asked before."""
 
     def __init__(self, keys: Iterable[str]) -> None:
-        self._asked = set(keys)
-        self._found: dict[str, Any] = cache.get_many(list(self._asked)) if self._asked else {}
+        self._asked: set[str] = set()
+        self._found: dict[str, Any] = {}
+        self.prefetch(keys)
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Read, in one round trip, those of these keys not read yet."""
+        if missing := [key for key in keys if key not in self._asked]:
+            self._found.update(cache.get_many(missing))
+            self._asked.update(missing)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         wanted = list(keys)
-        if missing := [key for key in wanted if key not in self._asked]:
-            self._found.update(cache.get_many(missing))
-            self._asked.update(missing)
+        self.prefetch(wanted)
         return {key: self._found[key] for key in wanted if key in self._found}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from django.core.cache import cache
 from django.db import transaction
 
 from audit.record import record
 from cluster.models import Node
+from monitoring.prefetch import CacheReads
 
 TOKEN_PREFIX = "gpn_"
 CACHE_SECONDS = 60  # with a local-memory cache, a rotated token works this long elsewhere
@@ -39,12 +40,29 @@ def rotate_node_token(node: Node) -> str:
     return raw
 
 
-def nodes_for_digests(digests: Collection[str]) -> dict[str, tuple[int, str]]:
+# Digest -> node, as found: a digest names one node for good (whether it may still post is
+# asked every time), so a group's reads of its nodes can go with the tokens' in one trip.
+_seen: dict[str, tuple[int, str]] = {}
+SEEN_MAX = 100_000
+
+
+def token_keys(digests: Iterable[str]) -> list[str]:
+    return [_cache_key(digest) for digest in digests]
+
+
+def seen_nodes(digests: Iterable[str]) -> list[tuple[int, str]]:
+    """The nodes these digests named when last found (maybe revoked since)."""
+    return [_seen[digest] for digest in digests if digest in _seen]
+
+
+def nodes_for_digests(
+    digests: Collection[str], reads: CacheReads = cache
+) -> dict[str, tuple[int, str]]:
     """{token digest: (node id, name)} for the digests a node holds now, from the cache (one
     read for all) or else the database. A rotation deletes the old digest's entry, so a
     revoked token stops working at once on every web process sharing the cache."""
     keys = {_cache_key(digest): digest for digest in digests}
-    found = {keys[key]: (node[0], node[1]) for key, node in cache.get_many(list(keys)).items()}
+    found = {keys[key]: (node[0], node[1]) for key, node in reads.get_many(keys).items()}
     missing = set(keys.values()) - found.keys()
     if missing:
         rows = Node.objects.filter(agent_token_hash__in=missing).values_list(
@@ -53,4 +71,7 @@ def nodes_for_digests(digests: Collection[str]) -> dict[str, tuple[int, str]]:
         fresh = {digest: (pk, name) for digest, pk, name in rows}
         cache.set_many({_cache_key(d): node for d, node in fresh.items()}, CACHE_SECONDS)
         found.update(fresh)
+    if len(_seen) > SEEN_MAX:
+        _seen.clear()
+    _seen.update(found)
     return found
