@@ -152,20 +152,38 @@ async def submit(post: Received) -> Answered:
 
 
 async def _drain(queue: _Queue) -> None:
+    """Store groups one after the other; a group's fan-out runs while the next is stored (in
+    the sync thread), and before the next group's fan-out starts, so messages keep their order."""
+    fanning: asyncio.Task[None] | None = None
     try:
-        while queue.waiting:
-            await _run_group(queue.take())
+        while queue.waiting or fanning is not None:
+            if not queue.waiting and fanning is not None:
+                await fanning  # posts arriving meanwhile are taken on the next turn
+                fanning = None
+                continue
+            group = queue.take()
+            results = await _answer_group(group)
+            if fanning is not None:
+                await fanning
+            fanning = asyncio.create_task(_fan_out(group, results))
     finally:
-        queue.task = None
+        queue.task = None  # no await since the loop's check: no post is left waiting
 
 
-async def _run_group(group: list[tuple[Received, asyncio.Future[Answered]]]) -> None:
-    fanned_out: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+async def _answer_group(
+    group: list[tuple[Received, asyncio.Future[Answered]]],
+) -> list[tuple[Reply, Outgoing]]:
     try:
-        results = await sync_to_async(answer)([post for post, _ in group])
+        return await sync_to_async(answer)([post for post, _ in group])
     except Exception:
         log.exception("answering %s agent posts failed", len(group))
-        results = [(INTERNAL_ERROR, [])] * len(group)
+        return [(INTERNAL_ERROR, [])] * len(group)
+
+
+async def _fan_out(
+    group: list[tuple[Received, asyncio.Future[Answered]]], results: list[tuple[Reply, Outgoing]]
+) -> None:
+    fanned_out: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     for (_, answered), (reply, _) in zip(group, results, strict=True):
         if not answered.done():
             answered.set_result((reply, fanned_out))

@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from django.core.cache import cache
 
 from cluster.models import Node
+from monitoring import intake
 from monitoring.endpoint import read_post
 from monitoring.intake import Received, answer
 from monitoring.models import GpuMinute, JobMetrics
@@ -85,3 +86,25 @@ async def test_many_posts_at_once_are_all_stored(rig: Rig) -> None:
         GpuMinute.objects.filter(gpu__node=rig.node, minute=MINUTE).values_list("samples")
     )
     assert sorted(minutes) == [(5,)] * 8
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_post_arriving_while_the_last_group_fans_out_is_answered(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release, fanning = asyncio.Event(), asyncio.Event()
+    send_all = intake.send_all
+
+    async def held_send_all(messages: Any) -> None:
+        fanning.set()
+        await release.wait()
+        await send_all(messages)
+
+    monkeypatch.setattr(intake, "send_all", held_send_all)
+    first = asyncio.create_task(apost(batch([gpu_sample(0, MINUTE + 1)]), rig.token))
+    await asyncio.wait_for(fanning.wait(), 10)
+    second = asyncio.create_task(apost(batch([gpu_sample(1, MINUTE + 1)]), rig.token))
+    await asyncio.sleep(0.2)  # the second post is queued while the first group fans out
+    release.set()
+    replies = await asyncio.wait_for(asyncio.gather(first, second), 10)
+    assert [reply.status_code for reply in replies] == [202, 202]
