@@ -26,6 +26,11 @@ from monitoring.delivery import Delivery
 from monitoring.replay import LogReplay
 from tenants.access import access_team
 
+# The message types of jobs/streams.py.
+LAYER_MESSAGES = frozenset(
+    {"job.status", "job.log", "job.metrics", "team.usage", "cluster.gpus", "cluster.xid"}
+)
+
 
 class TenantConsumer(AsyncJsonWebsocketConsumer):
     """Joins the groups `authorised_groups` returns; no access, no connection."""
@@ -72,11 +77,18 @@ class TenantConsumer(AsyncJsonWebsocketConsumer):
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
-    async def enqueue(self, message: dict[str, Any]) -> None:
-        self.delivery.put(message)
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """The layer's messages (every type in jobs/streams.py) go into the delivery; the
+        websocket's own (connect, receive, disconnect) to their handlers.
 
-    # The handler of each message type in jobs/streams.py; all go through the delivery.
-    job_status = job_log = job_metrics = team_usage = cluster_gpus = cluster_xid = enqueue
+        Not through handlers: channels closes stale database connections, in a thread, before
+        every handler, and at a thousand sockets that hop costs more than the rest of a
+        message's way. Queueing needs no database; what reads it (connect, the log replay)
+        goes through database_sync_to_async, which closes them itself."""
+        if message["type"] in LAYER_MESSAGES:
+            self.delivery.put(message)
+        else:
+            await super().dispatch(message)
 
     def query_param(self, name: str) -> str | None:
         values = parse_qs(self.scope.get("query_string", b"").decode()).get(name)

@@ -132,9 +132,14 @@ Outgoing = Sequence[tuple[str, Any]]
 
 
 async def send_all(messages: Outgoing) -> None:
-    """Group-send each (group, message) concurrently; for code already on the event loop."""
+    """Group-send each (group, message); for code already on the event loop. The Redis layer
+    (portal.channel_layer) sends them all in two round trips; others one by one, concurrently."""
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is None or not messages:
+        return
+    if hasattr(layer, "group_send_many"):
+        await layer.group_send_many([(group, dict(msg)) for group, msg in messages])
+    else:
         await asyncio.gather(*(layer.group_send(group, dict(msg)) for group, msg in messages))
 
 

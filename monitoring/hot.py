@@ -1,4 +1,5 @@
-"""The latest sample of every GPU, kept in the cache (shared by web processes through Redis)."""
+"""The latest sample of every GPU, one cache entry per node (shared by web processes through
+Redis): a batch of a node reads and writes one key, not one per GPU."""
 
 from __future__ import annotations
 
@@ -7,18 +8,34 @@ from typing import Any
 
 from django.core.cache import cache
 
-LATEST_SECONDS = 3600  # a GPU silent this long shows as unknown rather than stale
+from monitoring.prefetch import CacheReads
+
+LATEST_SECONDS = 3600  # a node silent this long shows as unknown rather than stale
+
+Samples = dict[int, dict[str, Any]]  # GPU index -> its latest sample
 
 
-def key(node_id: int, index: int) -> str:
-    return f"monitoring.latest.{node_id}.{index}"
+def key(node_id: int) -> str:
+    return f"monitoring.latest.{node_id}"
+
+
+def of_nodes(node_ids: Iterable[int], reads: CacheReads = cache) -> dict[int, Samples]:
+    """{node id: {index: sample}} of the nodes that have any."""
+    keys = {key(node_id): node_id for node_id in node_ids}
+    return {keys[k]: samples for k, samples in reads.get_many(keys).items()}
 
 
 def latest(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
     """{(node id, index): sample} of the GPUs that have one."""
-    keys = {key(n, i): (n, i) for n, i in pairs}
-    return {keys[k]: v for k, v in cache.get_many(list(keys)).items()}
+    wanted = list(pairs)
+    nodes = of_nodes({node_id for node_id, _ in wanted})
+    return {
+        (node_id, index): nodes[node_id][index]
+        for node_id, index in wanted
+        if index in nodes.get(node_id, {})
+    }
 
 
-def store(node_id: int, samples: dict[int, dict[str, Any]]) -> None:
-    cache.set_many({key(node_id, i): s for i, s in samples.items()}, LATEST_SECONDS)
+def store(nodes: dict[int, Samples]) -> None:
+    """Keep these as the nodes' latest samples (all of a node's GPUs: the entry is replaced)."""
+    cache.set_many({key(node_id): samples for node_id, samples in nodes.items()}, LATEST_SECONDS)

@@ -1,8 +1,11 @@
-"""`ingest_batch`: store a node's validated batch and fan its newest readings out."""
+"""`ingest_batches`: store nodes' validated batches together and fan their newest readings out."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,9 +14,12 @@ from django.utils import timezone
 
 from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
-from monitoring.inventory import JobRef, batch_owners, gpu_ids
+from monitoring.inventory import JobRef, batch_owners, gpu_ids, gpu_ids_key, owners_key
+from monitoring.prefetch import Prefetched
 from monitoring.validation import Batch
 from monitoring.xids import store_xids
+
+log = logging.getLogger(__name__)
 
 MJ_PER_J = 1000
 
@@ -56,22 +62,43 @@ def reading(node: str, sample: dict[str, Any], job_id: int | None) -> GpuReading
     }
 
 
+GpuKey = tuple[int, int]  # (node id, index)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A batch whose token and body passed, from node `node_id` named `node`."""
+
+    node_id: int
+    node: str
+    batch: Batch
+
+
 class _Accumulator:
-    """Folds a batch's samples, oldest first, into minutes, job totals and the newest per GPU."""
+    """Folds batches' samples, each batch oldest first, into minutes, job totals and the newest
+    sample per GPU."""
 
-    def __init__(self, interval: float, owners: dict[int, JobRef], previous: dict[int, Any]):
-        self.interval, self.owners = interval, owners
-        self.minutes: dict[tuple[int, int], _Minute] = {}
+    def __init__(self, previous: dict[GpuKey, Any]):
+        self.minutes: dict[tuple[int, int, int], _Minute] = {}
         self.jobs: dict[JobRef, _JobTotals] = defaultdict(_JobTotals)
-        self.newest: dict[int, dict[str, Any]] = {}
-        self._energy = {i: s.get(schema.TOTAL_ENERGY) for i, s in previous.items()}
+        self.newest: dict[GpuKey, dict[str, Any]] = {}
+        self._energy = {gpu: s.get(schema.TOTAL_ENERGY) for gpu, s in previous.items()}
 
-    def add(self, sample: dict[str, Any]) -> None:
-        index = sample["index"]
-        owner = self.owners.get(index)
+    def add_batch(self, node_id: int, batch: Batch, owners: dict[int, JobRef]) -> None:
+        for sample in batch.gpus:
+            self.add(node_id, sample, owners.get(sample["index"]), batch.interval)
+
+    def add(
+        self, node_id: int, sample: dict[str, Any], owner: JobRef | None, interval: float
+    ) -> None:
+        gpu = (node_id, sample["index"])
         util = sample.get(schema.GPU_UTIL)
-        minute_key = (index, int(sample["at"]) // 60 * 60)
-        minute = self.minutes.setdefault(minute_key, _Minute(owner.job_id if owner else None))
+        minute_key = (*gpu, int(sample["at"]) // 60 * 60)
+        minute = self.minutes.get(minute_key)
+        if minute is None:
+            minute = self.minutes[minute_key] = _Minute(None)
+        if owner is not None:  # as the upsert does: the latest known job of the minute wins
+            minute.job_id = owner.job_id
         if util is not None:
             minute.samples += 1
             minute.util_sum += util
@@ -79,23 +106,24 @@ class _Accumulator:
         minute.peak("util", util)
         minute.peak("fb", sample.get(schema.FB_USED))
         minute.peak("temp", sample.get(schema.GPU_TEMP))
-        energy_j = self._energy_delta(index, sample.get(schema.TOTAL_ENERGY))
+        energy_j = self._energy_delta(gpu, sample.get(schema.TOTAL_ENERGY))
         if owner is not None:
-            self._add_to_job(self.jobs[owner], sample, util, energy_j)
-        self.newest[index] = sample
+            self._add_to_job(self.jobs[owner], sample, util, energy_j, interval)
+        self.newest[gpu] = sample
 
-    def _energy_delta(self, index: int, energy_mj: Any) -> float:
+    def _energy_delta(self, gpu: GpuKey, energy_mj: Any) -> float:
         if energy_mj is None:
             return 0.0
-        before = self._energy.get(index)
-        self._energy[index] = energy_mj
+        before = self._energy.get(gpu)
+        self._energy[gpu] = energy_mj
         # A counter that went back (driver reload) restarts; its first reading adds nothing.
         return (energy_mj - before) / MJ_PER_J if before is not None and energy_mj >= before else 0
 
+    @staticmethod
     def _add_to_job(
-        self, totals: _JobTotals, sample: dict[str, Any], util: Any, energy_j: float
+        totals: _JobTotals, sample: dict[str, Any], util: Any, energy_j: float, interval: float
     ) -> None:
-        totals.gpu_seconds += self.interval
+        totals.gpu_seconds += interval
         totals.energy_j += energy_j
         if util is not None:
             totals.samples += 1
@@ -104,10 +132,10 @@ class _Accumulator:
         totals.fb_peak = max(totals.fb_peak, sample.get(schema.FB_USED, 0.0))
 
 
-def _minute_rows(acc: _Accumulator, ids: dict[int, int]) -> list[tuple[Any, ...]]:
+def _minute_rows(acc: _Accumulator, ids: dict[int, dict[int, int]]) -> list[tuple[Any, ...]]:
     return [
         (
-            ids[index],
+            ids[node_id][index],
             minute,
             m.job_id,
             m.samples,
@@ -117,7 +145,7 @@ def _minute_rows(acc: _Accumulator, ids: dict[int, int]) -> list[tuple[Any, ...]
             m.maxima.get("temp"),
             m.power_sum,
         )
-        for (index, minute), m in acc.minutes.items()
+        for (node_id, index, minute), m in acc.minutes.items()
     ]
 
 
@@ -139,12 +167,13 @@ def _job_rows(acc: _Accumulator) -> list[tuple[Any, ...]]:
     ]
 
 
-def _fan_out(node: str, acc: _Accumulator) -> list[tuple[str, Any]]:
+def _fan_out(node: str, batch: Batch, owners: dict[int, JobRef]) -> list[tuple[str, Any]]:
     """One message per job on the node and one for the admins, with the newest readings."""
-    readings = {i: reading(node, s, _job_id(acc.owners, i)) for i, s in sorted(acc.newest.items())}
+    newest = {s["index"]: s for s in batch.gpus}  # oldest first: the newest per GPU wins
+    readings = {i: reading(node, s, _job_id(owners, i)) for i, s in sorted(newest.items())}
     by_job: dict[JobRef, list[GpuReading]] = defaultdict(list)
     for index, gpu in readings.items():
-        if (owner := acc.owners.get(index)) is not None:
+        if (owner := owners.get(index)) is not None:
             by_job[owner].append(gpu)
     outgoing: list[tuple[str, Any]] = [
         (
@@ -159,22 +188,61 @@ def _fan_out(node: str, acc: _Accumulator) -> list[tuple[str, Any]]:
     return outgoing
 
 
-def ingest_batch(node_id: int, node: str, batch: Batch) -> Outgoing:
-    """Roll the batch up, keep its newest readings hot, store its Xids; return the messages
-    to fan out, which the caller sends once this has committed."""
-    indexes = {g["index"] for g in batch.gpus} | {x["index"] for x in batch.xids}
-    ids = gpu_ids(node_id, indexes)
-    owners = batch_owners(node, batch.gpus)
-    previous = {i: s for (_, i), s in hot.latest((node_id, i) for i in indexes).items()}
-    acc = _Accumulator(batch.interval, owners, previous)
-    for sample in batch.gpus:
-        acc.add(sample)
-    with transaction.atomic():
-        rollups.add_minutes(_minute_rows(acc, ids))
-        rollups.add_job_totals(_job_rows(acc))
-        xid_messages = store_xids(node_id, node, ids, batch.xids)
-    hot.store(node_id, {i: {**s, "job_id": _job_id(owners, i)} for i, s in acc.newest.items()})
-    return [*(_fan_out(node, acc) if acc.newest else []), *xid_messages]
+def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None) -> list[Outgoing]:
+    """Roll the batches up in one transaction, keep their newest readings hot, store their
+    Xids; return each batch's messages to fan out, which the caller sends once this returns
+    (committed). `reads`: what the caller read of the cache already (see `node_keys`)."""
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for a in batches:
+        wanted[a.node_id].update(g["index"] for g in a.batch.gpus)
+        wanted[a.node_id].update(x["index"] for x in a.batch.xids)
+    nodes = {(a.node_id, a.node) for a in batches}
+    if reads is None:
+        reads = Prefetched(node_keys(nodes))
+    reads.prefetch(node_keys(nodes))
+    ids = gpu_ids(wanted, reads)
+    owners = batch_owners([(a.node, a.batch.gpus) for a in batches], reads)
+    previous = hot.of_nodes(wanted, reads)
+    acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
+    for a, owned in zip(batches, owners, strict=True):
+        acc.add_batch(a.node_id, a.batch, owned)
+    with transaction.atomic() if any(a.batch.xids for a in batches) else nullcontext():
+        rollups.add(_minute_rows(acc, ids), _job_rows(acc))  # alone: atomic by itself
+        xids = [store_xids(a.node_id, a.node, ids[a.node_id], a.batch.xids) for a in batches]
+    try:
+        hot.store(_hot_samples(batches, owners, acc, previous))
+    except Exception:  # committed: an error now would have the agents post it all again
+        log.exception("keeping the newest samples of %s batches failed", len(batches))
+    return [
+        [*(_fan_out(a.node, a.batch, owned) if a.batch.gpus else []), *messages]
+        for a, owned, messages in zip(batches, owners, xids, strict=True)
+    ]
+
+
+def node_keys(nodes: Iterable[tuple[int, str]]) -> set[str]:
+    """What ingestion reads of nodes (id, name) in the cache: GPU rows, owners, samples."""
+    keys: set[str] = set()
+    for node_id, name in nodes:
+        keys |= {gpu_ids_key(node_id), owners_key(name), hot.key(node_id)}
+    return keys
+
+
+def _hot_samples(
+    batches: Sequence[Accepted],
+    owners: list[dict[int, JobRef]],
+    acc: _Accumulator,
+    previous: dict[int, hot.Samples],
+) -> dict[int, hot.Samples]:
+    """Each node's latest samples: what it had, updated with the newest of these batches."""
+    job_ids = {
+        (a.node_id, index): ref.job_id
+        for a, owned in zip(batches, owners, strict=True)
+        for index, ref in owned.items()
+    }
+    nodes = {a.node_id: dict(previous.get(a.node_id, {})) for a in batches}
+    for (node_id, index), sample in acc.newest.items():
+        nodes[node_id][index] = {**sample, "job_id": job_ids.get((node_id, index))}
+    return nodes
 
 
 def _job_id(owners: dict[int, JobRef], index: int) -> int | None:

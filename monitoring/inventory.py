@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ from django.core.cache import cache
 from cluster.manifests import job_of_pod
 from cluster.models import Gpu
 from jobs.models import Job, State
+from monitoring.prefetch import CacheReads
 from tenants.models import Team
 
 GPU_MAP_SECONDS = 300
@@ -25,24 +26,39 @@ class JobRef:
     team_id: int
 
 
-def gpu_ids(node_id: int, indexes: Iterable[int]) -> dict[int, int]:
-    """{index: Gpu id} for these indexes, creating rows for GPUs the inventory lacks yet."""
-    wanted = set(indexes)
-    key = f"monitoring.gpu-ids.{node_id}"
-    known: dict[int, int] = cache.get(key) or {}
-    if wanted <= known.keys():
-        return known
-    missing = wanted - known.keys()
-    Gpu.objects.bulk_create(
-        [Gpu(node_id=node_id, index=i) for i in sorted(missing)], ignore_conflicts=True
-    )
-    known = dict(Gpu.objects.filter(node_id=node_id).values_list("index", "id"))
-    cache.set(key, known, GPU_MAP_SECONDS)
+def gpu_ids_key(node_id: int) -> str:
+    return f"monitoring.gpu-ids.{node_id}"
+
+
+def owners_key(node_name: str) -> str:
+    return f"monitoring.gpu-owners.{node_name}"
+
+
+def gpu_ids(wanted: dict[int, set[int]], reads: CacheReads = cache) -> dict[int, dict[int, int]]:
+    """{node id: {index: Gpu id}} for these nodes' indexes, creating rows the inventory lacks."""
+    keys = {node_id: gpu_ids_key(node_id) for node_id in wanted}
+    cached = reads.get_many(keys.values())
+    known: dict[int, dict[int, int]] = {n: cached.get(key) or {} for n, key in keys.items()}
+    short = {n for n, indexes in wanted.items() if not indexes <= known[n].keys()}
+    if short:
+        Gpu.objects.bulk_create(
+            [Gpu(node_id=n, index=i) for n in short for i in wanted[n] - known[n].keys()],
+            ignore_conflicts=True,
+        )
+        fresh: dict[int, dict[int, int]] = {n: {} for n in short}
+        for node_id, index, pk in Gpu.objects.filter(node_id__in=short).values_list(
+            "node_id", "index", "id"
+        ):
+            fresh[node_id][index] = pk
+        cache.set_many({keys[n]: fresh[n] for n in short}, GPU_MAP_SECONDS)
+        known.update(fresh)
     return known
 
 
-def gpu_owners(node_name: str) -> dict[int, JobRef]:
-    """{GPU index: job} for the jobs running on a node, by placement.
+def placement_owners(
+    node_names: Collection[str], reads: CacheReads = cache
+) -> dict[str, dict[int, JobRef]]:
+    """{node: {GPU index: job}} for the jobs running on these nodes, by placement.
 
     Job.placement says how many GPUs of a node a job holds, not which. Jobs are laid over the
     indexes in the order they started (then by id), as a first-fit device plugin hands out free
@@ -50,23 +66,30 @@ def gpu_owners(node_name: str) -> dict[int, JobRef]:
     later job ends too. Agents that read the kubelet's pod-resources socket say exactly which
     pod holds each GPU; `batch_owners` prefers that.
     """
-    key = f"monitoring.gpu-owners.{node_name}"
-    cached: dict[int, JobRef] | None = cache.get(key)
-    if cached is not None:
-        return cached
+    keys = {name: owners_key(name) for name in node_names}
+    cached = reads.get_many(keys.values())
+    owners: dict[str, dict[int, JobRef]] = {n: cached[k] for n, k in keys.items() if k in cached}
+    missing = [name for name in keys if name not in owners]
+    if missing:
+        fresh = _placed(missing)
+        cache.set_many({keys[name]: placed for name, placed in fresh.items()}, OWNERS_SECONDS)
+        owners.update(fresh)
+    return owners
+
+
+def _placed(node_names: list[str]) -> dict[str, dict[int, JobRef]]:
     running = (
-        Job.unscoped.filter(state=State.RUNNING, placement__has_key=node_name)
+        Job.unscoped.filter(state=State.RUNNING, placement__has_any_keys=node_names)
         .order_by("started_at", "id")
         .values_list("id", "team_id", "placement")
     )
-    owners: dict[int, JobRef] = {}
-    next_index = 0
+    owners: dict[str, dict[int, JobRef]] = {name: {} for name in node_names}
     for job_id, team_id, placement in running:
-        count = int(placement.get(node_name, 0))
-        for index in range(next_index, next_index + count):
-            owners[index] = JobRef(job_id, team_id)
-        next_index += count
-    cache.set(key, owners, OWNERS_SECONDS)
+        for name, count in placement.items():
+            if (placed := owners.get(name)) is not None:
+                first = len(placed)
+                ref = JobRef(job_id, team_id)
+                placed.update({i: ref for i in range(first, first + int(count))})
     return owners
 
 
@@ -78,6 +101,8 @@ def pod_owners(pods: Iterable[str]) -> dict[str, JobRef]:
         namespace, _, name = pod.partition("/")
         if (owner := job_of_pod(name)) is not None:
             wanted[pod] = (owner[0], owner[1], namespace)
+    if not wanted:
+        return {}
     keys = {pod: f"monitoring.pod-owner.{pod}" for pod in wanted}
     cached = cache.get_many(list(keys.values()))
     found = {pod: cached[key] for pod, key in keys.items() if key in cached}
@@ -98,9 +123,27 @@ def pod_owners(pods: Iterable[str]) -> dict[str, JobRef]:
     return found
 
 
-def batch_owners(node_name: str, samples: Iterable[dict[str, Any]]) -> dict[int, JobRef]:
-    """{GPU index: job} for a batch: the pod the agent reported for a GPU ("" for none; the
-    newest sample's word wins), and by placement for GPUs reported without one."""
+def batch_owners(
+    batches: Sequence[tuple[str, list[dict[str, Any]]]], reads: CacheReads = cache
+) -> list[dict[int, JobRef]]:
+    """{GPU index: job} for each (node name, samples): the pod the agent reported for a GPU
+    ("" for none; the newest sample's word wins), and by placement for GPUs reported without
+    one. One lookup of each kind serves all the batches."""
+    reported = [_reported_pods(samples) for _, samples in batches]
+    unplaced = {name for (name, _), (pods, rest) in zip(batches, reported, strict=True) if rest}
+    placed = placement_owners(unplaced, reads) if unplaced else {}
+    by_pod = pod_owners(pod for pods, _ in reported for pod in pods.values() if pod)
+    owners = []
+    for (name, _), (pods, _) in zip(batches, reported, strict=True):
+        found = {i: ref for i, ref in placed.get(name, {}).items() if i not in pods}
+        found.update({i: by_pod[pod] for i, pod in pods.items() if pod in by_pod})
+        owners.append(found)
+    return owners
+
+
+def _reported_pods(samples: list[dict[str, Any]]) -> tuple[dict[int, str], bool]:
+    """({index: pod} as reported, whether the placement is needed: for GPUs reported without a
+    pod, or when no GPU reports one)."""
     reported: dict[int, str] = {}
     unreported: set[int] = set()
     for sample in samples:
@@ -108,11 +151,4 @@ def batch_owners(node_name: str, samples: Iterable[dict[str, Any]]) -> dict[int,
             reported[sample["index"]] = sample["pod"]
         else:
             unreported.add(sample["index"])
-    unreported -= reported.keys()
-    owners: dict[int, JobRef] = {}
-    if unreported or not reported:
-        placed = gpu_owners(node_name)
-        owners = {i: ref for i, ref in placed.items() if i not in reported}
-    by_pod = pod_owners(pod for pod in reported.values() if pod)
-    owners.update({i: by_pod[pod] for i, pod in reported.items() if pod in by_pod})
-    return owners
+    return reported, bool(unreported - reported.keys()) or not reported

@@ -1,15 +1,20 @@
-"""Accumulating upserts: one statement adds a batch to its GPU-minutes, one to its jobs' totals.
+"""Accumulating upserts: batches added to their GPU-minutes and their jobs' totals.
 
 Django's bulk_create(update_conflicts=True) can only overwrite, and a roll-up must add, so these
-are written in SQL that SQLite and PostgreSQL share, but for the name of the two-argument max.
+are written in SQL. On PostgreSQL the rows go as one array literal per column (`unnest`): a
+fixed, short statement whatever the row count, bound as nine strings (VALUES rows cost a
+placeholder and a bound value each: 4.7 ms of CPU for 144 rows). SQLite takes VALUES, a
+thousand rows per statement, and calls the two-argument max MAX.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from monitoring.models import GpuMinute, JobMetrics
 
@@ -18,17 +23,80 @@ def _greatest() -> str:
     return "GREATEST" if connection.vendor == "postgresql" else "MAX"
 
 
-def _upsert(table: str, columns: Sequence[str], conflict: str, sets: str, rows: list[Any]) -> None:
-    if not rows:
-        return
-    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-        + ", ".join([placeholders] * len(rows))
-        + f" ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
-    )
+# Rows per statement on SQLite: well under its 32,766 parameters.
+ROWS_PER_STATEMENT = 1000
+
+Column = tuple[str, str]  # name, PostgreSQL type
+Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class _Upsert:
+    table: str
+    columns: Sequence[Column]
+    conflict: str
+    sets: str
+
+    def unnest(self) -> str:
+        names = ", ".join(name for name, _ in self.columns)
+        arrays = ", ".join(f"%s::{kind}[]" for _, kind in self.columns)
+        return (
+            f"INSERT INTO {self.table} ({names}) SELECT * FROM unnest({arrays})"
+            f" ON CONFLICT ({self.conflict}) DO UPDATE SET {self.sets}"
+        )
+
+    def values(self, count: int) -> str:
+        names = ", ".join(name for name, _ in self.columns)
+        row = "(" + ", ".join(["%s"] * len(self.columns)) + ")"
+        return (
+            f"INSERT INTO {self.table} ({names}) VALUES {', '.join([row] * count)}"
+            f" ON CONFLICT ({self.conflict}) DO UPDATE SET {self.sets}"
+        )
+
+
+def add(minutes: Rows, jobs: Rows) -> None:
+    """Add rows (MINUTE_COLUMNS order, at most one per GPU and minute) to their GPU-minutes and
+    rows (JOB_COLUMNS order, at most one per job) to their jobs' totals, all or nothing.
+
+    On PostgreSQL that is one statement (the minutes in a WITH): one round trip, atomic by
+    itself, so a caller with nothing else to write needs no transaction (two round trips
+    more)."""
+    parts = [(upsert, rows) for upsert, rows in ((_minutes(), minutes), (_jobs(), jobs)) if rows]
+    if parts and connection.vendor == "postgresql":
+        _add_as_arrays(parts)
+    elif parts:
+        with transaction.atomic():
+            _add_as_values(parts)
+
+
+def _add_as_arrays(parts: list[tuple[_Upsert, Rows]]) -> None:
+    first, *rest = [upsert.unnest() for upsert, _ in parts]
+    statement = f"WITH minutes AS ({first} RETURNING 1) {rest[0]}" if rest else first
+    arrays = [_array(column) for _, rows in parts for column in zip(*rows, strict=True)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [value for row in rows for value in row])
+        cursor.execute(statement, arrays)
+
+
+def _add_as_values(parts: list[tuple[_Upsert, Rows]]) -> None:
+    with connection.cursor() as cursor:
+        for upsert, rows in parts:
+            for start in range(0, len(rows), ROWS_PER_STATEMENT):
+                chunk = rows[start : start + ROWS_PER_STATEMENT]
+                cursor.execute(upsert.values(len(chunk)), [v for row in chunk for v in row])
+
+
+def _array(column: Sequence[Any]) -> str:
+    """A PostgreSQL array literal: binding it costs one string, where a list costs a dump and a
+    quoting check per value (a third of a batch's CPU on 400 rows)."""
+    return "{" + ",".join(map(_element, column)) + "}"
+
+
+def _element(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, datetime):
+        return f'"{value.isoformat()}"'
+    return str(value)  # a number: str() of a float is its shortest exact form
 
 
 def _max_of(table: str, column: str) -> str:
@@ -38,20 +106,19 @@ def _max_of(table: str, column: str) -> str:
 
 
 MINUTE_COLUMNS = (
-    "gpu_id",
-    "minute",
-    "job_id",
-    "samples",
-    "util_sum",
-    "util_max",
-    "fb_used_max",
-    "temp_max",
-    "power_sum",
+    ("gpu_id", "int8"),
+    ("minute", "int8"),
+    ("job_id", "int8"),
+    ("samples", "int8"),
+    ("util_sum", "float8"),
+    ("util_max", "float8"),
+    ("fb_used_max", "float8"),
+    ("temp_max", "float8"),
+    ("power_sum", "float8"),
 )
 
 
-def add_minutes(rows: list[tuple[Any, ...]]) -> None:
-    """Rows in MINUTE_COLUMNS order, at most one per (gpu, minute)."""
+def _minutes() -> _Upsert:
     table = GpuMinute._meta.db_table
     sets = ", ".join(
         [
@@ -64,24 +131,23 @@ def add_minutes(rows: list[tuple[Any, ...]]) -> None:
             _max_of(table, "temp_max"),
         ]
     )
-    _upsert(table, MINUTE_COLUMNS, "gpu_id, minute", sets, rows)
+    return _Upsert(table, MINUTE_COLUMNS, "gpu_id, minute", sets)
 
 
 JOB_COLUMNS = (
-    "job_id",
-    "team_id",
-    "samples",
-    "util_sum",
-    "util_peak",
-    "fb_used_peak",
-    "energy_joules",
-    "gpu_seconds",
-    "updated_at",
+    ("job_id", "int8"),
+    ("team_id", "int8"),
+    ("samples", "int8"),
+    ("util_sum", "float8"),
+    ("util_peak", "float8"),
+    ("fb_used_peak", "float8"),
+    ("energy_joules", "float8"),
+    ("gpu_seconds", "float8"),
+    ("updated_at", "timestamptz"),
 )
 
 
-def add_job_totals(rows: list[tuple[Any, ...]]) -> None:
-    """Rows in JOB_COLUMNS order, at most one per job."""
+def _jobs() -> _Upsert:
     table = JobMetrics._meta.db_table
     sets = ", ".join(
         [
@@ -94,4 +160,4 @@ def add_job_totals(rows: list[tuple[Any, ...]]) -> None:
             "updated_at = excluded.updated_at",
         ]
     )
-    _upsert(table, JOB_COLUMNS, "job_id", sets, rows)
+    return _Upsert(table, JOB_COLUMNS, "job_id", sets)

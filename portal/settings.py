@@ -129,20 +129,24 @@ REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "portal.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "portal"),
         }
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "portal.channel_layer.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
                 # blocking pop: an idle consumer's read would time out and kill it. Its pool
                 # also refuses a 101st connection at once, which 1,000 sockets closing reach.
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 2000}],
                 "prefix": env_str("CHANNEL_PREFIX", "portal"),
+                # Every websocket of a web process shares one Redis key ("specific.<process>!"):
+                # the default 100 would drop messages for all of them at a short stall. Each
+                # consumer still keeps at most 100 in the process (and drains them at once).
+                "channel_capacity": {"specific.*": 20_000},
             },
         }
     }

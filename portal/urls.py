@@ -10,7 +10,6 @@ from audit.api import AuditViewSet
 from cluster.api import NodeViewSet
 from jobs.api import JobViewSet
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
-from monitoring.views import agent_samples
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
@@ -36,7 +35,6 @@ api_v1 = [
     path("teams/<slug:team_slug>/members/<str:username>/", member, name="team-member"),
     path("me/", MeView.as_view(), name="me"),
     path("auth/token/", TokenView.as_view(), name="auth-token"),
-    path("agent/samples/", agent_samples, name="agent-samples"),
     path("jobs/<int:job_id>/logs/", JobLogView.as_view(), name="job-logs"),
     path("jobs/<int:job_id>/metrics/", JobMetricsView.as_view(), name="job-metrics"),
     path("teams/<slug:team_slug>/live/", TeamLiveView.as_view(), name="team-live"),

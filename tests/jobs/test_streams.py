@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, get_args, get_type_hints, is_typeddict
 
 import pytest
 from channels.db import database_sync_to_async
@@ -14,14 +14,16 @@ from django.db import transaction
 from django.test import Client
 
 from cluster.models import JobLogChunk
+from jobs import streams
 from jobs.actions import cancel_job, submit_job
+from jobs.consumers import LAYER_MESSAGES
 from jobs.models import Job, State
 from jobs.spec import parse_spec
 from jobs.states import transition
 from jobs.streams import holding_usage, publish_log_chunk, publish_usage
 from portal.asgi import application
 from tests.conftest import World, spec
-from tests.monitoring.conftest import Rig, batch, gpu_sample, post
+from tests.monitoring.conftest import Rig, apost, batch, gpu_sample
 from tests.monitoring.conftest import fast_passwords as fast_passwords  # fixtures
 from tests.monitoring.conftest import rig as rig
 
@@ -135,7 +137,7 @@ async def test_held_usage_figures_go_out_only_when_published(world: World) -> No
 async def test_member_receives_metrics_and_log_lines_of_their_job(rig: Rig, world: World) -> None:
     on_job = await _open(f"/ws/jobs/{rig.job.pk}/", world.bob)
     at = time.time()
-    await database_sync_to_async(post)(
+    await apost(
         batch([gpu_sample(i, at, DCGM_FI_DEV_GPU_UTIL=60 + i) for i in range(8)]), rig.token
     )
     metrics = await _next(on_job, "job.metrics")
@@ -201,7 +203,7 @@ async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: Wo
         assert (await refused.connect()) == (False, 4403)
     cluster = await _open("/ws/cluster/", world.admin)
     now = time.time()
-    await database_sync_to_async(post)(
+    await apost(
         batch([gpu_sample(i, now) for i in range(8)], xids=[{"index": 6, "xid": 79, "at": now}]),
         rig.token,
     )
@@ -217,9 +219,7 @@ async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: Wo
     await cluster.disconnect()
 
 
-@pytest.mark.skipif(
-    "redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"], reason="a Redis layer matter"
-)
+@pytest.mark.skipif(not settings.REDIS_URL, reason="a Redis layer matter")
 async def test_an_idle_socket_outlives_the_layers_blocking_read(world: World) -> None:
     # channels_redis blocks 5 s on its pop; a client read timeout of 5 s used to kill the
     # consumer of a quiet job (portal/settings.py sets a longer one).
@@ -232,3 +232,12 @@ async def test_an_idle_socket_outlives_the_layers_blocking_read(world: World) ->
     while (await _next(on_job, "job.status"))["state"] != "CANCELLED":
         pass  # the state at connect may come first
     await on_job.disconnect()
+
+
+def test_every_stream_message_type_goes_to_the_delivery() -> None:
+    kinds = {
+        get_args(get_type_hints(message)["type"])[0]
+        for message in vars(streams).values()
+        if is_typeddict(message) and "type" in message.__annotations__
+    }
+    assert kinds == LAYER_MESSAGES

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.test import Client
+from asgiref.sync import async_to_sync
+from channels.testing import HttpCommunicator
 from django.utils import timezone
 
 from cluster.models import Node
 from jobs.actions import submit_job
 from jobs.models import Job, State
 from jobs.spec import parse_spec
+from monitoring.endpoint import PATH
 from monitoring.tokens import rotate_node_token
+from portal.asgi import application
 from tests.conftest import World, spec
 
 NODE = "h100-a-1"
@@ -72,8 +76,35 @@ def batch(gpus: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"node": NODE, "interval": 5, "gpus": gpus, "xids": [], **extra}
 
 
-def post(body: Any, token: str | None) -> Any:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client().post(
-        "/api/v1/agent/samples/", body, content_type="application/json", headers=headers
-    )
+@dataclass
+class Response:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    def __getitem__(self, header: str) -> str:
+        return self.headers[header.lower()]
+
+
+def post(body: Any, token: str | None, headers: dict[str, str] | None = None) -> Response:
+    """POST a batch (or any body) to the agents' endpoint through the ASGI application, as
+    uvicorn would; returns once the post's readings were fanned out."""
+    return async_to_sync(apost)(body, token, headers)
+
+
+async def apost(body: Any, token: str | None, headers: dict[str, str] | None = None) -> Response:
+    """`post` for async tests (the endpoint's database work must not wait for the thread that
+    `database_sync_to_async(post)` would block)."""
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    sent = {"content-type": "application/json", **(headers or {})}
+    if token:
+        sent["authorization"] = f"Bearer {token}"
+    encoded = [(k.encode(), v.encode()) for k, v in sent.items()]
+    communicator = HttpCommunicator(application, "POST", PATH, body=data, headers=encoded)
+    response = await communicator.get_response(timeout=10)
+    await communicator.wait(timeout=10)
+    received = {k.decode().lower(): v.decode() for k, v in response["headers"]}
+    return Response(response["status"], received, response["body"])

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from agent import fields as agent_fields
 from audit.models import AuditEvent
@@ -16,7 +17,8 @@ from monitoring.models import GpuMinute, JobMetrics, XidEvent
 from monitoring.retention import prune_rollups
 from monitoring.schema import METRICS
 from monitoring.tokens import token_hash
-from tests.conftest import World, api_as
+from tenants.tokens import issue_token
+from tests.conftest import World
 from tests.monitoring.conftest import NODE, Rig, batch, gpu_sample, post
 
 MINUTE = (int(time.time()) // 60 - 1) * 60  # a whole minute, safely in the past
@@ -183,8 +185,13 @@ def test_a_missing_or_wrong_token_gets_401(rig: Rig, token: str | None) -> None:
 
 
 def test_a_signed_in_user_is_no_node(rig: Rig, world: World) -> None:
-    response = api_as(world.admin).post("/api/v1/agent/samples/", batch([gpu_sample(0)]))
-    assert response.status_code == 401
+    _, api_token = issue_token(world.admin, "admin-laptop")
+    assert post(batch([gpu_sample(0)]), api_token).status_code == 401
+    client = Client()
+    client.force_login(world.admin)
+    cookie = {"cookie": f"sessionid={client.cookies['sessionid'].value}"}
+    assert post(batch([gpu_sample(0)]), None, headers=cookie).status_code == 401
+    assert not GpuMinute.objects.exists()
 
 
 def test_a_node_cannot_post_for_another_node(rig: Rig) -> None:
@@ -246,3 +253,18 @@ def test_node_token_command_rotates_prints_once_and_audits(
 def test_the_portal_knows_every_field_the_agent_sends() -> None:
     sent = {v for k, v in vars(agent_fields).items() if k.isupper()}
     assert sent == set(METRICS)
+
+
+def test_replies_carry_the_agents_request_id_or_a_new_one(rig: Rig) -> None:
+    sent = post(batch([gpu_sample(0)]), rig.token, headers={"x-request-id": "agent-42"})
+    assert sent["X-Request-ID"] == "agent-42"
+    made = {post(batch([gpu_sample(0)]), rig.token)["X-Request-ID"] for _ in range(3)}
+    assert len(made) == 3 and all(len(id_) == 32 and int(id_, 16) >= 0 for id_ in made)
+
+
+def test_a_gpu_keeps_its_latest_sample_when_a_post_leaves_it_out(rig: Rig) -> None:
+    post(batch([gpu_sample(i, MINUTE + 5) for i in range(8)]), rig.token)
+    post(batch([gpu_sample(0, MINUTE + 10, DCGM_FI_DEV_GPU_UTIL=99)]), rig.token)
+    latest = hot.latest([(rig.node.pk, 0), (rig.node.pk, 5)])
+    assert latest[(rig.node.pk, 0)]["DCGM_FI_DEV_GPU_UTIL"] == 99
+    assert latest[(rig.node.pk, 5)]["at"] == MINUTE + 5

@@ -6,8 +6,10 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 - object: names one of team vision's objects; the outsider (carol, of team nlp) gets 404.
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
 - admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
-- agent: node-token routes; a signed-in user is no node and gets 401 (tests/monitoring).
 - public: the login page, the token exchange, the API schema and its docs page (no tenant data).
+
+The agents' endpoint (`/api/v1/agent/samples/`) is no Django route: portal.asgi sends it to
+monitoring/endpoint.py, which takes node tokens only (a signed-in user gets 401, tests/monitoring).
 """
 
 from __future__ import annotations
@@ -80,7 +82,6 @@ ROUTES: dict[str, str] = {
     "job-logs": "object",
     "job-metrics": "object",
     "team-live": "object",
-    "agent-samples": "agent",
     "auth-token": "public",
     "schema": "public",
     "api-docs": "public",
