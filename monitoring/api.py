@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,6 +34,16 @@ def _positive_int(request: Request, name: str, default: int | None, top: int) ->
 class JobLogView(APIView):
     """`GET /api/v1/jobs/{id}/logs/`: the whole log as text/plain (`?pod=`, `?tail=N`)."""
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("pod", OpenApiTypes.STR, description="only this pod's lines"),
+            OpenApiParameter(
+                "tail", OpenApiTypes.INT, description=f"the last N lines (≤ {MAX_TAIL})"
+            ),
+            OpenApiParameter("download", OpenApiTypes.BOOL, description="as an attachment"),
+        ],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+    )
     def get(self, request: Request, job_id: int) -> StreamingHttpResponse:
         job = access_job(request.user, job_id)
         tail = _positive_int(request, "tail", None, MAX_TAIL)
@@ -47,6 +59,10 @@ class JobLogView(APIView):
 class JobMetricsView(APIView):
     """`GET /api/v1/jobs/{id}/metrics/`: per-GPU minute history (`?hours=`, 24) and totals."""
 
+    @extend_schema(
+        parameters=[OpenApiParameter("hours", OpenApiTypes.INT, description="history, default 24")],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request: Request, job_id: int) -> Response:
         job = access_job(request.user, job_id)
         hours = _positive_int(request, "hours", 24, MAX_HISTORY_HOURS) or 24
@@ -56,6 +72,7 @@ class JobMetricsView(APIView):
 class TeamLiveView(APIView):
     """`GET /api/v1/teams/{slug}/live/`: the team's active jobs and GPUs against quota, now."""
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, team_slug: str) -> Response:
         team = access_team(request.user, team_slug)
         jobs = (
