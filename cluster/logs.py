@@ -4,8 +4,8 @@ Followers, tasks on one event loop thread, read each pod's log from the start an
 lines, numbered from the log's first line, to one writer thread. The writer stores whatever has
 arrived from every pod in one transaction (one INSERT for all the chunks) and then streams the
 chunks. Lines already stored are skipped, so a follower started again (a controller restart, a
-pod reported twice) loses nothing and stores nothing twice. A follower hands its lines over
-every FLUSH_S or FLUSH_LINES, whichever comes first.
+pod reported twice, the API back after an outage) loses nothing and stores nothing twice. A
+follower hands its lines over every FLUSH_S or FLUSH_LINES, whichever comes first.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from jobs.streams import publish_log_chunks
 log = logging.getLogger(__name__)
 FLUSH_S = 0.5
 FLUSH_LINES = 200
+RETRY_START_S, RETRY_MAX_S = 1.0, 30.0
+"""How long a follower waits before reading a log again after the API went away."""
 WRITE_BATCH = 500
 """Pieces stored in one transaction at most."""
 
@@ -154,6 +156,21 @@ class LogFollowers:
         asyncio.run_coroutine_threadsafe(self._run(job.team_id, job.pk, namespace, pod), self.loop)
 
     async def _run(self, team_id: int, job_id: int, namespace: str, pod: str) -> None:
+        try:
+            backoff = RETRY_START_S
+            while not await self._follow_once(team_id, job_id, namespace, pod):
+                await asyncio.sleep(backoff)  # the API is away: read it all again when back
+                backoff = min(backoff * 2, RETRY_MAX_S)
+        except Exception:
+            log.exception("following the log of %s/%s", namespace, pod)
+        finally:
+            self.outbox.put(Finished((job_id, pod)))
+            with self.lock:
+                self.active.discard((job_id, pod))
+
+    async def _follow_once(self, team_id: int, job_id: int, namespace: str, pod: str) -> bool:
+        """Follow from the log's first line (the writer skips what it has stored) until the
+        pod ends (True) or the API goes away (False)."""
         first_line = 1
         try:
             async for lines in _batches(self.backend.follow_log(namespace, pod)):
@@ -161,12 +178,8 @@ class LogFollowers:
                 first_line += len(lines)
         except Unavailable as exc:
             log.info("log of %s/%s not available: %s", namespace, pod, exc)
-        except Exception:
-            log.exception("following the log of %s/%s", namespace, pod)
-        finally:
-            self.outbox.put(Finished((job_id, pod)))
-            with self.lock:
-                self.active.discard((job_id, pod))
+            return False
+        return True
 
     def _serve(self) -> None:
         try:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from cluster.backend import Unavailable
 from cluster.logs import Finished, LogFollowers, LogWriter, Piece
 from cluster.models import JobLogChunk
 from jobs.actions import submit_job
@@ -116,3 +117,44 @@ def test_every_running_pod_is_followed_at_once(job: Job) -> None:
     assert {c.text for c in JobLogChunk.unscoped.filter(job=job, first_line=1)} == {
         f"{pod} started" for pod in pods
     }
+
+
+class _FlakyLogs:
+    """A cluster whose API goes away after two lines of the log, then serves it whole."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def follow_log(self, namespace: str, pod: str) -> AsyncIterator[str]:
+        self.calls += 1
+        for line in ("one", "two") if self.calls == 1 else ("one", "two", "three", "four"):
+            yield line
+            await asyncio.sleep(0.6)  # each line its own piece (FLUSH_S)
+        if self.calls == 1:
+            raise Unavailable("cluster API: connection refused")
+
+    async def close_log_streams(self) -> None:
+        pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_log_cut_off_by_an_outage_is_read_again_without_gaps_or_repeats(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cluster.logs.RETRY_START_S", 0.1)
+    cluster = _FlakyLogs()
+    followers = LogFollowers(cluster)
+    try:
+        followers.follow(job, "gpu-vision", "train-0")
+        deadline = time.monotonic() + 20
+        while followers.active or len(_lines(job)) < 4:
+            assert time.monotonic() < deadline, f"stored only {_lines(job)}"
+            time.sleep(0.1)
+    finally:
+        followers.shutdown()
+    assert cluster.calls == 2
+    assert _lines(job) == ["one", "two", "three", "four"]
+
+
+def _lines(job: Job) -> list[str]:
+    return "\n".join(text for _, _, text in _stored(job)).splitlines()
