@@ -22,7 +22,7 @@ from functools import partial
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from audit.record import record
@@ -61,6 +61,8 @@ SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
 WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
 MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
+RECENT_IDS = 1000
+"""Submissions commit out of id order only among the newest jobs (see `_notice_submissions`)."""
 USAGE_EVERY_S = 1.0
 """A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
@@ -351,8 +353,17 @@ class Controller:
         self._dirty = True
 
     def _notice_submissions(self) -> None:
-        """Web processes write QUEUED jobs; a changed count or newest id means a cycle is due."""
-        marker = Job.unscoped.filter(state=State.QUEUED).aggregate(n=Count("id"), top=Max("id"))
+        """Web processes write QUEUED jobs: a new newest id, or a change among the recent ones
+        (a submission that committed after a later one), means a cycle is due.
+
+        Only recent ids are counted: counting the whole queue on every poll scanned thousands
+        of rows many times a second. Older changes (a cancelled waiting job) wait for the
+        periodic cycle.
+        """
+        top = self._queued_marker[1] if self._queued_marker else 0
+        marker = Job.unscoped.filter(pk__gt=top - RECENT_IDS).aggregate(
+            n=Count("id", filter=Q(state=State.QUEUED)), top=Max("id")
+        )
         current = (marker["n"], marker["top"] or 0)
         if current != self._queued_marker:
             self._queued_marker = current

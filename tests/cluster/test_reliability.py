@@ -131,3 +131,19 @@ def test_controller_is_a_standby_while_another_leads(cluster: Cluster) -> None:
     stop.set()
     thread.join(timeout=5)
     assert not other.leading and other.stats.cycles == 0
+
+
+def test_a_submission_that_commits_after_a_later_one_is_noticed(cluster: Cluster) -> None:
+    from jobs.models import Job
+
+    controller = cluster.controller
+    late, later = cluster.submit(name="late"), cluster.submit(name="later")
+    Job.unscoped.filter(pk=late.pk).update(state=State.CANCELLED)  # not visible as queued yet
+    controller._notice_submissions()
+    controller._dirty = False
+    controller._notice_submissions()
+    assert not controller._dirty  # nothing new
+    Job.unscoped.filter(pk=late.pk).update(state=State.QUEUED)  # its commit arrives now
+    controller._notice_submissions()
+    assert controller._dirty
+    assert later.pk > late.pk
