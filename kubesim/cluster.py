@@ -3,6 +3,7 @@
 ```yaml
 tolerationSeconds: 30        # grace before pods leave a NotReady node (DefaultTolerationSeconds)
 heartbeatSeconds: 60         # how often Ready's lastHeartbeatTime moves
+containerStartSeconds: 1.0   # from a pod's binding to its container running (pull and start)
 pools:
   - name: h100               # nodes are named <name>-<i>
     count: 4
@@ -72,6 +73,7 @@ class ClusterSpec:
     pools: tuple[Pool, ...]
     toleration_seconds: int = 30
     heartbeat_seconds: int = 60
+    container_start_seconds: float = 1.0
 
 
 def _product(raw: dict[str, Any]) -> GpuProduct | None:
@@ -112,8 +114,14 @@ def parse_cluster(data: dict[str, Any]) -> ClusterSpec:
     pools = tuple(_pool(p) for p in data.get("pools") or [])
     if not pools:
         raise ValueError("cluster file: pools: at least one pool is required")
+    start = float(data.get("containerStartSeconds", 1.0))
+    if not 0 <= start <= 3600:
+        raise ValueError(f"cluster file: containerStartSeconds: {start} is not within 0..3600")
     return ClusterSpec(
-        pools, int(data.get("tolerationSeconds", 30)), int(data.get("heartbeatSeconds", 60))
+        pools,
+        int(data.get("tolerationSeconds", 30)),
+        int(data.get("heartbeatSeconds", 60)),
+        start,
     )
 
 

@@ -65,9 +65,15 @@ class Kubelet:
     """All nodes' kubelets; `node_ready` tells which are reachable."""
 
     def __init__(
-        self, api: Api, events: EventRecorder, timers: Timers, gpus: dict[str, NodeGpus]
+        self,
+        api: Api,
+        events: EventRecorder,
+        timers: Timers,
+        gpus: dict[str, NodeGpus],
+        startup_s: float = STARTUP_S,
     ) -> None:
         self.api = api
+        self.startup_s = startup_s
         self.events = events
         self.timers = timers
         self.gpus = gpus
@@ -103,7 +109,7 @@ class Kubelet:
         node = pod["spec"].get("nodeName")
         if state is None and node and pod["status"].get("phase") == "Pending":
             self.pods[uid] = PodState(pod["metadata"]["namespace"], pod["metadata"]["name"], node)
-            self.timers.at(self.api.clock.now() + STARTUP_S, lambda: self._start(uid))
+            self.timers.at(self.api.clock.now() + self.startup_s, lambda: self._start(uid))
         elif (
             state is not None
             and pod["metadata"].get("deletionTimestamp")

@@ -37,7 +37,9 @@ class Simulation:
         self.events = EventRecorder(self.api)
         self.gpus: dict[str, NodeGpus] = {}
         self.scheduler = Scheduler(self.api, self.events)
-        self.kubelet = Kubelet(self.api, self.events, self.timers, self.gpus)
+        self.kubelet = Kubelet(
+            self.api, self.events, self.timers, self.gpus, cluster.container_start_seconds
+        )
         self.jobs = JobController(self.api, self.events, self.timers)
         self.gc = GarbageCollector(self.api)
         self.lifecycle = NodeLifecycle(

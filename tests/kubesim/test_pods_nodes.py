@@ -277,3 +277,37 @@ def test_cluster_file_defines_pools_labels_and_taints(tmp_path: Path) -> None:
     assert gpu.status.capacity["nvidia.com/gpu"] == "4" and gpu.status.capacity["cpu"] == "32"
     assert gpu.spec.taints[0].key == "gpu"
     assert "nvidia.com/gpu" not in nodes["cpu-0"].status.capacity
+
+
+@pytest.mark.parametrize(
+    ("start_s", "pending_after", "running_after"), [(5.0, 4.0, 1.5), (0.0, 0.0, 0.0)]
+)
+def test_cluster_file_sets_how_long_a_container_takes_to_start(
+    tmp_path: Path, start_s: float, pending_after: float, running_after: float
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    pool = {"name": "g", "count": 1, "gpuProduct": "NVIDIA-L40S", "gpusPerNode": 4}
+    path.write_text(yaml.safe_dump({"containerStartSeconds": start_s, "pools": [pool]}))
+    clock = ManualClock()
+    with KubeSim(cluster=path, clock=clock) as sim:
+        config = client.Configuration()
+        config.host = sim.url
+        core = client.CoreV1Api(client.ApiClient(config))
+        core.create_namespaced_pod(
+            "default", pod_manifest("starts", gpus=1, runtime=100, restartPolicy="Never")
+        )
+        wait_for(lambda: core.read_namespaced_pod("starts", "default").spec.node_name, what="bound")
+        if pending_after:
+            clock.advance(pending_after)
+            time.sleep(0.2)
+            assert _phase(core, "default", "starts") == "Pending"
+        clock.advance(running_after)
+        wait_for(lambda: _phase(core, "default", "starts") == "Running", what="Running")
+
+
+def test_a_negative_container_start_is_refused_naming_the_field() -> None:
+    from kubesim.cluster import parse_cluster
+
+    pool = {"name": "g", "count": 1, "gpusPerNode": 4}
+    with pytest.raises(ValueError, match=r"containerStartSeconds: -1.0 is not within 0\.\.3600"):
+        parse_cluster({"containerStartSeconds": -1, "pools": [pool]})
