@@ -229,6 +229,7 @@ def _figures(scale: float, cpu_s: dict[str, float], gpus: int) -> dict[str, Any]
             role: round(1000 * seconds / max(1, admitted), 2) for role, seconds in cpu_s.items()
         },
         "jobs": jobs.count(),
+        "ran_again": jobs.filter(attempts__gt=1).count(),
         "succeeded": admitted,
         "scale": scale,
     }
@@ -363,6 +364,7 @@ def _run(
     figures["watch_events_per_job"] = round(seen / max(1, figures["succeeded"]), 1)
     figures["cycles"] = controller.stats.cycles
     figures["container_start_s"] = args.container_start_s
+    figures["strays_deleted"] = controller.stats.strays_deleted
     if args.json:
         return figures
     lines = [
@@ -380,7 +382,8 @@ def _run(
     lines.append(f"  controller CPU {figures['controller_cpu_ms_per_job']} ms per admitted job")
     lines.append(
         f"  {figures['watch_events_per_job']} watch events per job; "
-        f"{figures['cycles']} scheduling cycles"
+        f"{figures['cycles']} scheduling cycles; {figures['ran_again']} jobs ran more than "
+        f"once, {figures['strays_deleted']} stray Jobs deleted (both 0 when nothing failed)"
     )
     lines.append(
         "  CPU per job by process: "

@@ -31,7 +31,7 @@ from cluster.apply import Explanations, apply_decisions, stop_preempted
 from cluster.backend import ClusterBackend, Obj, Unavailable
 from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
 from cluster.logs import LogFollowers
-from cluster.manifests import LABEL_MANAGED, PORTAL, job_object
+from cluster.manifests import LABEL_JOB, LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     REPORT_FIELDS,
     LockedJobs,
@@ -503,16 +503,32 @@ class Controller:
         missing = Job.unscoped.filter(state__in=HOLDING_STATES).select_related(
             "team", "owner", "queue", "gpu_type"
         )
-        vanished = []
+        absent = []
         for job in missing.iterator(chunk_size=1000):
             if (job.team.namespace, job.k8s_name) in present:
                 continue
             if job.state == State.ADMITTED:  # admitted, but the create never got through
                 self.kube_pool.submit(self._create, job)
             else:
-                vanished.append(job.pk)
-        if vanished:
-            self._vanished(vanished)
+                absent.append(job)
+        if absent and (gone := self._gone(absent)):
+            self._vanished(gone)
+
+    def _gone(self, jobs: list[Job]) -> list[int]:
+        """Of these jobs missing from the watch's copy, those whose Job the API itself lacks.
+
+        The copy can run behind the database: each watch is its own stream, and a pod's start
+        (from the pods' stream) can be mapped before its Job's creation arrives on the jobs'
+        stream. Running such a job again would run it twice.
+        """
+        gone = []
+        for start in range(0, len(jobs), 100):  # a selector's length stays well bounded
+            chunk = jobs[start : start + 100]
+            selector = f"{SELECTOR},{LABEL_JOB} in ({','.join(str(j.pk) for j in chunk)})"
+            listed = self.backend.list("jobs", selector).items
+            there = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in listed}
+            gone += [j.pk for j in chunk if (j.team.namespace, j.k8s_name) not in there]
+        return gone
 
     def _vanished(self, job_ids: list[int]) -> None:
         """Running jobs whose Job objects are gone from the cluster: run them again."""

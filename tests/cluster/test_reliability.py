@@ -147,3 +147,20 @@ def test_a_submission_that_commits_after_a_later_one_is_noticed(cluster: Cluster
     controller._notice_submissions()
     assert controller._dirty
     assert later.pk > late.pk
+
+
+def test_a_job_whose_creation_the_watch_has_not_reported_yet_is_not_run_again(
+    cluster: Cluster,
+) -> None:
+    job = cluster.submit(runtime_s=40)
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING)
+    controller = cluster.controller
+    # The pods' stream ran ahead of the jobs' stream: the watch's copy lacks the Job.
+    controller.cluster_jobs.pop(("gpu-vision", job.k8s_name))
+    with controller._writing():
+        controller._resync(list(controller.cluster_jobs.values()))
+
+    job.refresh_from_db()
+    assert (job.state, job.attempts) == (State.RUNNING, 1)
+    assert not job.events.filter(reason="its Job object vanished from the cluster").exists()
+    assert _k8s_jobs_of(cluster, job.pk) == [f"job-{job.pk}-1"]
