@@ -15,7 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -110,6 +110,11 @@ class Controller:
         self.cluster_jobs: dict[tuple[str, str], Obj] = {}
         """The portal's Jobs as the watch last reported them, by (namespace, name)."""
         self.kube_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube")
+        self._creating: dict[str, Future[None]] = {}
+        """Creates sent to the pool and not yet answered, by Job name."""
+        self._deleting: set[str] = set()
+        """Jobs the controller is deleting (not strays), until the watch stops reporting them."""
+        self._deleting_lock = threading.Lock()
         self.followers = LogFollowers(backend)
         self.provisioner = Provisioner(backend)
         self.stats = Stats()
@@ -386,12 +391,22 @@ class Controller:
         applied = apply_decisions(decisions, now, self.explanations)
         self._delete_all(applied.deletions)
         for job in applied.admitted:
-            self.kube_pool.submit(self._create, job)
+            self._create_later(job)
         took = time.perf_counter() - started
         self._next_cycle = time.monotonic() + took * (1 / SCHEDULING_SHARE - 1)
         self.stats.cycles += 1
         self.stats.admitted += len(applied.admitted)
         self.stats.cycle_seconds += took
+
+    def _create_later(self, job: Job) -> None:
+        name = job.k8s_name
+        self._creating[name] = future = self.kube_pool.submit(self._create, job)
+        # Registered before it is forgotten, even if the create has already ended.
+        future.add_done_callback(lambda done: self._forget_create(name, done))
+
+    def _forget_create(self, name: str, done: Future[None]) -> None:
+        if self._creating.get(name) is done:
+            del self._creating[name]
 
     def _create(self, job: Job) -> None:
         try:
@@ -406,12 +421,28 @@ class Controller:
             self.backend.delete_job(namespace, name)
         except Exception as exc:
             log.warning("deleting %s/%s: %s (reconciliation retries)", namespace, name, exc)
+            with self._deleting_lock:
+                self._deleting.discard(name)  # left to reconciliation, which deletes strays
+
+    def _delete_after_create(self, namespace: str, name: str) -> None:
+        """Delete a Job, after its create if that is still on its way: a delete that overtook
+        its create (a job preempted just after its admission) would find nothing, and the Job
+        created after it would run unaccounted until reconciliation found it."""
+        with self._deleting_lock:
+            self._deleting.add(name)
+        creating = self._creating.get(name)
+        if creating is None:
+            self.kube_pool.submit(self._delete, namespace, name)
+        else:  # called at once if the create ended meanwhile
+            creating.add_done_callback(
+                lambda _: self.kube_pool.submit(self._delete, namespace, name)
+            )
 
     def _delete_all(self, deletions: list[tuple[str, str]]) -> None:
         """Delete these Kubernetes Jobs once the transaction deciding it commits."""
         for namespace, name in deletions:
             if name:
-                transaction.on_commit(partial(self.kube_pool.submit, self._delete, namespace, name))
+                transaction.on_commit(partial(self._delete_after_create, namespace, name))
 
     def _expire_grace(self) -> None:
         due = Job.unscoped.filter(state__in=HOLDING_STATES, grace_until__lte=timezone.now())
@@ -498,8 +529,12 @@ class Controller:
                 .values_list("team__slug", "k8s_name")
             )
             expected |= {(f"{settings.NAMESPACE_PREFIX}-{slug}", name) for slug, name in known}
+        with self._deleting_lock:  # forget deletions done: the watch no longer reports them
+            self._deleting &= {name for _, name in present}
+            deleting = set(self._deleting)
         for key in present.keys() - expected:
-            self._stray(*key)
+            if key[1] not in deleting:
+                self._stray(*key)
         missing = Job.unscoped.filter(state__in=HOLDING_STATES).select_related(
             "team", "owner", "queue", "gpu_type"
         )
@@ -508,7 +543,7 @@ class Controller:
             if (job.team.namespace, job.k8s_name) in present:
                 continue
             if job.state == State.ADMITTED:  # admitted, but the create never got through
-                self.kube_pool.submit(self._create, job)
+                self._create_later(job)
             else:
                 absent.append(job)
         if absent and (gone := self._gone(absent)):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
 
 from cluster.manifests import LABEL_JOB
 from cluster.models import JobLogChunk, Node
-from jobs.models import State
+from jobs.models import Job, State
 from tests.cluster.conftest import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,3 +166,61 @@ def test_a_waiting_job_keeps_why_and_when_until_it_is_admitted(cluster: Cluster)
         {},
         None,
     )
+
+
+def test_a_job_stopped_while_its_create_is_on_its_way_leaves_no_job_behind(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.actions import cancel_job
+
+    sent, answer, created = threading.Event(), threading.Event(), threading.Event()
+    create = cluster.backend.create_job
+
+    def slow_create(obj: dict[str, Any]) -> bool:
+        sent.set()
+        answer.wait(10)  # the API is slow to take this one
+        try:
+            return create(obj)
+        finally:
+            created.set()
+
+    monkeypatch.setattr(cluster.backend, "create_job", slow_create)
+    job = cluster.submit(runtime_s=600)
+    cluster.drive(lambda: cluster.state(job) == State.ADMITTED and sent.is_set())
+    name = job.k8s_name
+    cancel_job(job, acting_user=cluster.world.bob)
+    cluster.drive(lambda: Job.unscoped.get(pk=job.pk).k8s_name == "")  # its delete is sent
+    answer.set()
+    assert created.wait(10)
+
+    deadline = time.monotonic() + 10  # the delete follows the create
+    while any(o["metadata"]["name"] == name for o in cluster.backend.list("jobs").items):
+        assert time.monotonic() < deadline, f"Job {name} outlived its cancelled job"
+        time.sleep(0.1)
+
+
+def test_a_job_being_deleted_is_not_reported_as_a_stray(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from audit.models import AuditEvent
+    from jobs.actions import cancel_job
+
+    answer = threading.Event()
+    delete = cluster.backend.delete_job
+
+    def slow_delete(namespace: str, name: str) -> bool:
+        answer.wait(10)  # the API is slow to take this one
+        return delete(namespace, name)
+
+    monkeypatch.setattr(cluster.backend, "delete_job", slow_delete)
+    job = cluster.submit(runtime_s=600)
+    cluster.drive(lambda: cluster.state(job) == State.RUNNING)
+    cancel_job(job, acting_user=cluster.world.bob)
+    cluster.drive(lambda: Job.unscoped.get(pk=job.pk).k8s_name == "")  # its delete is sent
+    controller = cluster.controller
+    with controller._writing():  # a resync while the Job is still there
+        controller._resync(list(controller.cluster_jobs.values()))
+    answer.set()
+
+    assert controller.stats.strays_deleted == 0
+    assert not AuditEvent.chain.filter(action="cluster.stray_deleted").exists()
