@@ -235,7 +235,7 @@ class _Vacuum:
 def _figures(scale: float, cpu_s: dict[str, float], gpus: int) -> dict[str, Any]:
     from django.db.models import Max, Min
 
-    from jobs.models import Job, State
+    from jobs.models import Job, JobEvent, State
 
     jobs = Job.unscoped.select_related("queue")
     span = jobs.aggregate(
@@ -258,7 +258,8 @@ def _figures(scale: float, cpu_s: dict[str, float], gpus: int) -> dict[str, Any]
             role: round(1000 * seconds / max(1, admitted), 2) for role, seconds in cpu_s.items()
         },
         "jobs": jobs.count(),
-        "ran_again": jobs.filter(attempts__gt=1).count(),
+        "preempted": JobEvent.unscoped.filter(to_state=State.PREEMPTED).count(),
+        "ran_again_after_failure": JobEvent.unscoped.filter(to_state=State.NODE_FAILED).count(),
         "succeeded": admitted,
         "scale": scale,
     }
@@ -413,8 +414,11 @@ def _run(
     lines.append(f"  controller CPU {figures['controller_cpu_ms_per_job']} ms per admitted job")
     lines.append(
         f"  {figures['watch_events_per_job']} watch events per job; "
-        f"{figures['cycles']} scheduling cycles; {figures['ran_again']} jobs ran more than "
-        f"once, {figures['strays_deleted']} stray Jobs deleted (both 0 when nothing failed)"
+        f"{figures['cycles']} scheduling cycles; {figures['preempted']} preemptions"
+    )
+    lines.append(
+        f"  {figures['ran_again_after_failure']} jobs run again after a failure, "
+        f"{figures['strays_deleted']} stray Jobs deleted (both 0 when nothing fails)"
     )
     lines.append(
         "  CPU per job by process: "
