@@ -1,7 +1,7 @@
 """Replay the Kueue baseline scenario in real time through the whole portal.
 
 Jobs are submitted through `jobs.actions.submit_job` (the action the API uses) from a separate
-process, at the scenario's arrival times, by several threads as a web tier's workers would; the
+process, at the scenario's arrival times, by two threads as a two-process web tier would; the
 controller (this process) schedules them and runs them on kubesim (a third process, speed 1)
 through the official client. Prints wall time, GPU usage and average time to admission per class
 beside Kueue's published figures, and the controller's CPU per admitted job.
@@ -133,17 +133,18 @@ def _cluster_file(scenario: dict[str, Any], directory: Path, container_start_s: 
     return path
 
 
-SUBMITTERS = 8
-"""Threads submitting at once, as a web tier's workers would: one after another, each
-submission's round trips and commit (about 5 ms) would cap arrivals near 200 a second, below the
-scenario's 250."""
+SUBMITTERS = 2
+"""Threads submitting at once (`--submitters`): as a web tier of two processes would, each
+running one submission at a time (Django's sync views run on one thread per ASGI process), as in
+`bench/api_submit.py`. One alone, each submission's round trips and commit (about 5 ms) would cap
+arrivals near 200 a second, below the scenario's 250."""
 
 
-def submitter(scale: float, start_at: float) -> None:
+def submitter(scale: float, start_at: float, threads: int) -> None:
     """The separate process: submit every job at its arrival time through the action."""
     import django
 
-    os.environ["DB_POOL_SIZE"] = str(SUBMITTERS + 1)  # each thread's, and the main one's
+    os.environ["DB_POOL_SIZE"] = str(threads + 1)  # each thread's, and the main one's
     django.setup()
     from django.contrib.auth.models import User
     from django.db import connection
@@ -181,11 +182,11 @@ def submitter(scale: float, start_at: float) -> None:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=submit_in_turn) for _ in range(SUBMITTERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    workers = [threading.Thread(target=submit_in_turn) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
@@ -279,10 +280,13 @@ def main() -> None:
     parser.add_argument("--profile", help="write a cProfile of the controller loop to this file")
     parser.add_argument("--submitter", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--submitters", type=int, default=SUBMITTERS, help="threads submitting at once"
+    )
     args = parser.parse_args()
     os.environ.update(_env())
     if args.submitter:
-        submitter(args.scale, args.start_at)
+        submitter(args.scale, args.start_at, args.submitters)
         return
     scenario = _scenario()
     _psql(f"DROP DATABASE IF EXISTS {DATABASE}")
@@ -363,6 +367,8 @@ def _run(
                 str(args.scale),
                 "--start-at",
                 str(start_at),
+                "--submitters",
+                str(args.submitters),
             ],
             cwd=ROOT,
         )
