@@ -215,16 +215,22 @@ def test_restart_on_the_same_port_keeps_the_cluster_state() -> None:
         assert job.status.active == 1
 
 
+def _bound_pod(sim: KubeSim, name: str) -> client.CoreV1Api:
+    """Create a pod that runs 100 s once started; return the client once it is bound."""
+    config = client.Configuration()
+    config.host = sim.url
+    core = client.CoreV1Api(client.ApiClient(config))
+    core.create_namespaced_pod(
+        "default", pod_manifest(name, gpus=1, runtime=100, restartPolicy="Never")
+    )
+    wait_for(lambda: core.read_namespaced_pod(name, "default").spec.node_name, what="bound")
+    return core
+
+
 def test_manual_clock_decides_when_pods_progress() -> None:
     clock = ManualClock()
     with KubeSim(clock=clock) as sim:
-        config = client.Configuration()
-        config.host = sim.url
-        core = client.CoreV1Api(client.ApiClient(config))
-        core.create_namespaced_pod(
-            "default", pod_manifest("ticks", gpus=1, runtime=100, restartPolicy="Never")
-        )
-        wait_for(lambda: core.read_namespaced_pod("ticks", "default").spec.node_name, what="bound")
+        core = _bound_pod(sim, "ticks")
         time.sleep(0.2)
         assert _phase(core, "default", "ticks") == "Pending"
         clock.advance(2)
@@ -290,13 +296,7 @@ def test_cluster_file_sets_how_long_a_container_takes_to_start(
     path.write_text(yaml.safe_dump({"containerStartSeconds": start_s, "pools": [pool]}))
     clock = ManualClock()
     with KubeSim(cluster=path, clock=clock) as sim:
-        config = client.Configuration()
-        config.host = sim.url
-        core = client.CoreV1Api(client.ApiClient(config))
-        core.create_namespaced_pod(
-            "default", pod_manifest("starts", gpus=1, runtime=100, restartPolicy="Never")
-        )
-        wait_for(lambda: core.read_namespaced_pod("starts", "default").spec.node_name, what="bound")
+        core = _bound_pod(sim, "starts")
         if pending_after:
             clock.advance(pending_after)
             time.sleep(0.2)
