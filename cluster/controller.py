@@ -530,7 +530,7 @@ class Controller:
             )
             expected |= {(f"{settings.NAMESPACE_PREFIX}-{slug}", name) for slug, name in known}
         with self._deleting_lock:  # forget deletions done: the watch no longer reports them
-            self._deleting &= {name for _, name in present}
+            self._deleting &= {name for _, name in present} | self._creating.keys()
             deleting = set(self._deleting)
         for key in present.keys() - expected:
             if key[1] not in deleting:
@@ -543,7 +543,8 @@ class Controller:
             if (job.team.namespace, job.k8s_name) in present:
                 continue
             if job.state == State.ADMITTED:  # admitted, but the create never got through
-                self._create_later(job)
+                if job.k8s_name not in self._creating:  # (or is still on its way)
+                    self._create_later(job)
             else:
                 absent.append(job)
         if absent and (gone := self._gone(absent)):
