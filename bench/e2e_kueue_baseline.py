@@ -157,6 +157,7 @@ def submitter(scale: float, start_at: float, threads: int) -> None:
     teams = {t.slug: t for t in Team.objects.all()}
     arrivals = iter(_arrivals(_scenario(), scale))
     taking = threading.Lock()
+    failed: list[BaseException] = []
 
     def submit_in_turn() -> None:
         try:
@@ -179,6 +180,9 @@ def submitter(scale: float, start_at: float, threads: int) -> None:
                     "env": {"KUBESIM_RUNTIME_SECONDS": str(load["runtime_ms"] / 1000)},
                 }
                 submit_job(teams[slug], parse_spec(spec), acting_user=user)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
         finally:
             connection.close()
 
@@ -187,6 +191,8 @@ def submitter(scale: float, start_at: float, threads: int) -> None:
         worker.start()
     for worker in workers:
         worker.join()
+    if failed:
+        sys.exit(f"the submitter failed: {failed[0]!r}")
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
@@ -358,6 +364,8 @@ def _run(
         while not controller.leading:
             time.sleep(0.1)
         start_at = time.time() + 2
+        # Children's CPU counts once they are reaped: the submitter's, from here to its end.
+        children0 = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN))
         feeder = subprocess.Popen(
             [
                 sys.executable,
@@ -377,12 +385,13 @@ def _run(
         while True:
             time.sleep(1)
             vacuum.when_due()
+            if feeder.poll():  # ended with an error: what it did not submit never ends
+                raise SystemExit("the submitter failed; see its traceback above")
             done = Job.unscoped.filter(state__in=TERMINAL_STATES).count()
             if done >= total or time.time() - start_at > 1800:
                 break
         cpu1, postgres1 = resource.getrusage(resource.RUSAGE_SELF), _postgres_cpu_s()
         stop.set()
-        children0 = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN))
         feeder.wait(timeout=60)
         children1 = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN))
         thread.join(timeout=30)
