@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
 from audit.models import AuditEvent
+from jobs.actions import submit_job
 from jobs.models import Job
-from quotas.models import MemberCap
+from jobs.spec import SpecError, parse_spec
+from quotas.models import MemberCap, Queue
+from tenants.models import Team
 from tests.conftest import World, api_as, spec
 
 pytestmark = pytest.mark.django_db
@@ -136,3 +140,54 @@ def test_it_accepts_valid_image_references(world: World) -> None:
         "ubuntu",
     ):
         assert client.post("/api/v1/jobs/", spec(image=image), format="json").status_code == 201
+
+
+def _submit(world: World, team: Team, user: User, **overrides: Any) -> Job:
+    return submit_job(team, parse_spec(spec(team=team.slug, **overrides)), acting_user=user)
+
+
+def test_the_action_refuses_a_non_member_and_lets_staff_through(world: World) -> None:
+    # The API answers 404 before the action runs; the action refuses on its own all the same.
+    with pytest.raises(SpecError) as refused:
+        _submit(world, world.nlp, world.bob)
+    assert refused.value.errors == {"team": "you are not a member of team nlp"}
+    job = _submit(world, world.nlp, world.admin)
+    assert (job.owner, job.queue, job.gpu_type) == (world.admin, world.nlp_normal, world.h100)
+
+
+def test_a_spec_without_a_queue_goes_to_normal_or_the_only_queue(world: World) -> None:
+    assert _submit(world, world.vision, world.bob).queue == world.vision_normal
+    Queue.objects.for_team(world.nlp).exclude(name="low").delete()
+    only = _submit(world, world.nlp, world.carol)
+    assert (only.queue.name, only.queue.priority, only.max_runtime) == ("low", 50, 86400)
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        (["high", "low"], "is required (team vision has: high, low)"),
+        ([], "is required (team vision has: none)"),
+    ],
+)
+def test_a_spec_without_a_queue_needs_one_where_no_default_is_clear(
+    world: World, keep: list[str], message: str
+) -> None:
+    Queue.objects.for_team(world.vision).exclude(name__in=keep).delete()
+    with pytest.raises(SpecError) as refused:
+        _submit(world, world.vision, world.bob)
+    assert refused.value.errors == {"queue": message}
+    assert Job.objects.for_team(world.vision).count() == 0
+
+
+def test_a_submission_reads_its_limits_in_one_query(
+    world: World, django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(8) as queries:
+        _submit(world, world.vision, world.bob)
+    statements = [q["sql"].split()[0] for q in queries.captured_queries]
+    # One read (membership, cap, GPU type, quota and queues together), then the job, its event,
+    # and the audit event between taking the chain's head and advancing it. The savepoint
+    # around them is the test's own transaction's doing; outside a test it is BEGIN and COMMIT.
+    assert [s for s in statements if s not in ("SAVEPOINT", "RELEASE")] == [
+        *("SELECT", "INSERT", "INSERT", "UPDATE", "INSERT", "UPDATE")
+    ]
