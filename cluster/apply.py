@@ -183,5 +183,6 @@ def apply_decisions(
             if job is not None and job.state == State.QUEUED:  # not cancelled meanwhile
                 admit(job, dict(admission.placement))
                 applied.admitted.append(job)
-        _pending(decisions.pending, explanations or Explanations())
+        if decisions.explained:  # otherwise the waiting jobs keep the reasons last written
+            _pending(decisions.pending, explanations or Explanations())
     return applied

@@ -76,6 +76,10 @@ report left waiting makes the next cycle's snapshot longer still."""
 class Timing:
     debounce_s: float = 0.2
     cycle_every_s: float = 5.0
+    explain_every_s: float = 2.0
+    """Waiting jobs' reasons and estimates are worked out and written at most this often; the
+    cycles between only admit and preempt. A long queue's explanations (an estimate for every
+    job, and the rows whose figures moved) cost more than the decisions, every cycle."""
     reconcile_every_s: float = 30.0
     usage_every_s: float = 60.0
     renew_every_s: float = 2.0
@@ -129,6 +133,7 @@ class Controller:
             "renew": 0.0,
             "poll": 0.0,
             "usage_sent": 0.0,
+            "explain": -1e9,
         }
         self._next_cycle = 0.0  # monotonic time before which no event-driven cycle runs
         self._queued_marker: tuple[int, int] | None = None
@@ -171,6 +176,7 @@ class Controller:
         self._signatures.clear()
         self._followed.clear()
         self.explanations = Explanations()
+        self._last["explain"] = -1e9  # a new leader explains its first cycle
         self.queued = QueuedRequests()
         self._watch_stop = threading.Event()
         versions = self.reconcile()
@@ -384,11 +390,15 @@ class Controller:
         if time.monotonic() - self._last["usage"] >= self.timing.usage_every_s:
             self._usage = past_usage(self.config, now)
             self._last["usage"] = time.monotonic()
-        decisions = schedule(build_snapshot(now, self._usage, self.queued), self.config)
+        explain = time.monotonic() - self._last["explain"] >= self.timing.explain_every_s
+        snapshot = build_snapshot(now, self._usage, self.queued)
+        decisions = schedule(snapshot, self.config, explain=explain)
         if not lease.still_leading(self.identity):
             self.stop_leading()
             return
         applied = apply_decisions(decisions, now, self.explanations)
+        if explain:
+            self._last["explain"] = time.monotonic()
         self._delete_all(applied.deletions)
         for job in applied.admitted:
             self._create_later(job)

@@ -18,9 +18,11 @@ from scheduler.queue import QueueIndex
 _OWN_HOLDINGS = (ReasonCode.QUOTA_EXHAUSTED, ReasonCode.MEMBER_CAP)
 
 
-def schedule(snapshot: Snapshot, config: PolicyConfig) -> Decisions:
-    """Decide one cycle: admissions, preemptions, and why (and until when) the rest waits."""
-    return decide(snapshot, QueueIndex.from_jobs(snapshot.queued), config, explain=True)
+def schedule(snapshot: Snapshot, config: PolicyConfig, *, explain: bool = True) -> Decisions:
+    """Decide one cycle: admissions, preemptions, and (with `explain`) why and until when the
+    rest waits. Admissions and preemptions are the same either way; explaining a long queue
+    costs more than deciding it."""
+    return decide(snapshot, QueueIndex.from_jobs(snapshot.queued), config, explain=explain)
 
 
 def decide(
@@ -29,7 +31,7 @@ def decide(
     """`snapshot.queued` is ignored: the queue is `queue`."""
     cycle = run_cycle(snapshot, queue, config, explain)
     pending = _pending(cycle) if explain else {}
-    return Decisions(cycle.admissions, cycle.preemptions, pending)
+    return Decisions(cycle.admissions, cycle.preemptions, pending, explained=explain)
 
 
 def _pending(cycle: Cycle) -> dict[JobId, Pending]:

@@ -90,3 +90,5 @@ class Decisions:
     admissions: list[Admission]
     preemptions: list[Preemption]
     pending: dict[JobId, Pending]
+    """Every waiting job's reason and estimate; empty where the cycle did not explain."""
+    explained: bool = True

@@ -20,7 +20,13 @@ from scheduler import PolicyConfig
 from tests.conftest import World, spec
 
 SPEED = 40.0
-FAST = Timing(debounce_s=0.05, cycle_every_s=0.5, reconcile_every_s=2.0, renew_every_s=1.0)
+FAST = Timing(
+    debounce_s=0.05,
+    cycle_every_s=0.5,
+    explain_every_s=0.2,
+    reconcile_every_s=2.0,
+    renew_every_s=1.0,
+)
 
 
 @dataclass

@@ -168,6 +168,47 @@ def test_a_waiting_job_keeps_why_and_when_until_it_is_admitted(cluster: Cluster)
     )
 
 
+def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
+    cluster: Cluster,
+) -> None:
+    from dataclasses import replace
+
+    from cluster.controller import Controller
+    from jobs.actions import cancel_job
+    from scheduler import PolicyConfig
+    from tests.cluster.conftest import FAST, controller_leads
+
+    timing = replace(FAST, explain_every_s=3600.0)
+    controller = Controller(cluster.backend, timing=timing, config=PolicyConfig())
+    assert controller_leads(controller)
+    try:
+        cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
+        # The leader explained its first cycle, while the nodes came in; none will explain now.
+        running = [cluster.submit(runtime_s=600, gpus_per_node=8) for _ in range(4)]  # 32 of 32
+        controller.cycle()
+        waiting = cluster.submit(runtime_s=3, gpus_per_node=8)
+        controller.cycle()
+        waiting.refresh_from_db()
+        assert (waiting.state, waiting.pending_code) == (State.QUEUED, "")
+
+        cancel_job(running[0], acting_user=cluster.world.bob)
+        second = cluster.submit(runtime_s=3, gpus_per_node=8)
+        controller.cycle()  # not explaining, still deciding: the freed GPUs go to the first in line
+        assert (cluster.state(waiting), cluster.state(second)) == (State.ADMITTED, State.QUEUED)
+        second.refresh_from_db()
+        assert second.pending_code == ""
+
+        controller.timing = replace(timing, explain_every_s=0.0)
+        controller.cycle()
+        second.refresh_from_db()
+        assert second.pending_code == "QUOTA_EXHAUSTED"
+        assert second.estimated_start is not None
+    finally:
+        controller.stop_leading(release=True)
+        controller.followers.shutdown()
+        controller.kube_pool.shutdown(wait=True)
+
+
 def test_a_job_stopped_while_its_create_is_on_its_way_leaves_no_job_behind(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
