@@ -199,6 +199,20 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _reference_ms() -> float:
+    """CPU time of a fixed pure-Python workload: this machine's speed at the moment.
+
+    The same code's figures move by a third and more between runs on a shared machine; the
+    bench measures this before and after its run, so that runs (and machines) can be compared.
+    """
+    started = time.process_time()
+    table: dict[int, list[int]] = {}
+    for i in range(300_000):
+        table.setdefault(i % 1000, []).append(i * 7 % 13)
+    sorted(table.items(), key=lambda item: sum(item[1]))
+    return round(1000 * (time.process_time() - started), 1)
+
+
 def _postgres_cpu_s() -> float:
     """CPU of every PostgreSQL process so far, ended backends included (their server reaps
     them into its children's time); 0 where the server runs out of sight."""
@@ -306,17 +320,17 @@ def main() -> None:
     _setup(scenario)
     total = len(_arrivals(scenario, args.scale))
     gpus = scenario["cluster"]["nodes"] * scenario["cluster"]["gpus_per_node"]
+    reference = [_reference_ms()]
     with tempfile.TemporaryDirectory() as tmp:
-        print(
-            _run(args, Path(tmp), scenario, total, gpus)
-            if not args.json
-            else json.dumps(_run(args, Path(tmp), scenario, total, gpus))
-        )
+        figures = _run(args, Path(tmp), scenario, total, gpus)
+    reference.append(_reference_ms())
+    figures["reference_ms"] = reference
+    print(json.dumps(figures) if args.json else _report(args, scenario, figures))
 
 
 def _run(
     args: argparse.Namespace, tmp: Path, scenario: dict[str, Any], total: int, gpus: int
-) -> Any:
+) -> dict[str, Any]:
     from cluster.controller import Controller, Timing
     from cluster.kube import KubernetesBackend, load_api_client
     from cluster.management.commands.controller import GC_THRESHOLDS
@@ -410,8 +424,10 @@ def _run(
     figures["cycles"] = controller.stats.cycles
     figures["container_start_s"] = args.container_start_s
     figures["strays_deleted"] = controller.stats.strays_deleted
-    if args.json:
-        return figures
+    return figures
+
+
+def _report(args: argparse.Namespace, scenario: dict[str, Any], figures: dict[str, Any]) -> str:
     lines = [
         f"Kueue baseline through the portal (scale {args.scale}, {figures['jobs']} jobs; "
         f"containers start {args.container_start_s:g} s after binding)",
@@ -439,6 +455,11 @@ def _run(
         "  CPU per job by process: "
         + ", ".join(f"{role} {ms} ms" for role, ms in figures["cpu_ms_per_job"].items())
         + " (kubesim includes its start and cluster set-up)"
+    )
+    before, after = figures["reference_ms"]
+    lines.append(
+        f"  this machine's reference loop: {before} ms before the run, {after} ms after "
+        "(compare runs only at like figures)"
     )
     return "\n".join(lines)
 
