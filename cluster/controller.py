@@ -76,6 +76,10 @@ report left waiting makes the next cycle's snapshot longer still."""
 class Timing:
     debounce_s: float = 0.2
     cycle_every_s: float = 5.0
+    stops_every_s: float = 0.5
+    """How often cancelled jobs and ended grace periods are looked for. A cancelled job's GPUs
+    are free to the scheduler at once, and this is when its pods are told to stop; a preempted
+    job whose grace period has ended stops (and frees its GPUs) up to this much later."""
     explain_every_s: float = 2.0
     """Waiting jobs' reasons and estimates are worked out and written at most this often; the
     cycles between only admit and preempt. A long queue's explanations (an estimate for every
@@ -132,6 +136,7 @@ class Controller:
             "usage": -1e9,
             "renew": 0.0,
             "poll": 0.0,
+            "stops": 0.0,
             "usage_sent": 0.0,
             "explain": -1e9,
         }
@@ -236,9 +241,10 @@ class Controller:
         periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
         if (self._dirty and now >= self._next_cycle) or periodic:
             self.cycle()
-        if polling:
+        if now - self._last["stops"] >= self.timing.stops_every_s:
             self._expire_grace()
             self._delete_cancelled()
+            self._last["stops"] = now
 
     # -- taking in what the cluster reports -------------------------------------------------------
 
