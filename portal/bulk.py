@@ -15,7 +15,7 @@ SQLite (3.33 and newer) gets the same join over a VALUES list.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -52,8 +52,25 @@ def update_values(
     """
     if not rows or not fields:
         return 0
-    meta = model._meta
     connection = connections[router.db_for_write(model)]
+    updated = 0
+    with connection.cursor() as cursor:
+        for sql, params in statements(connection, model, fields, rows, where=where):
+            cursor.execute(sql, params)
+            updated += cursor.rowcount
+    return updated
+
+
+def statements(
+    connection: BaseDatabaseWrapper,
+    model: type[Model],
+    fields: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    where: Mapping[str, Any] | None = None,
+) -> Iterator[tuple[str, list[Any]]]:
+    """The UPDATE statements (with their parameters) that `update_values` sends."""
+    meta = model._meta
     quote = connection.ops.quote_name
     columns: list[Field] = [meta.pk, *(meta.get_field(name) for name in fields)]  # type: ignore[list-item]
     names = [f"c{i + 1}" for i in range(len(columns))]
@@ -70,14 +87,18 @@ def update_values(
         condition_params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
     head = f"UPDATE {table} SET {assignments} FROM "
     tail = f" WHERE {' AND '.join(conditions)}"
-    source = _json_source if connection.vendor == "postgresql" else _values_source
-    updated = 0
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), BATCH_ROWS):
-            sql, params = source(connection, columns, names, rows[start : start + BATCH_ROWS])
-            cursor.execute(head + sql + tail, [*params, *condition_params])
-            updated += cursor.rowcount
-    return updated
+    postgresql = connection.vendor == "postgresql"
+    if postgresql:
+        # The keys again, as an array: joined only to the function's rows (of which the planner
+        # cannot know how many there are), the table was read whole for every statement, and
+        # the job table only grows.
+        tail += f" AND {table}.{quote(str(columns[0].column))} = ANY(%s)"
+    source = _json_source if postgresql else _values_source
+    for start in range(0, len(rows), BATCH_ROWS):
+        chunk = rows[start : start + BATCH_ROWS]
+        sql, params = source(connection, columns, names, chunk)
+        keys = [[row[0] for row in chunk]] if postgresql else []
+        yield head + sql + tail, [*params, *condition_params, *keys]
 
 
 def _json_source(

@@ -10,7 +10,7 @@ from django.db import connection
 from jobs.actions import submit_job
 from jobs.models import Job, State
 from jobs.spec import parse_spec
-from portal.bulk import BATCH_ROWS, update_rows
+from portal.bulk import BATCH_ROWS, statements, update_rows
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -81,3 +81,20 @@ def test_rows_that_no_longer_match_the_condition_are_left_alone(world: World) ->
     assert update_rows([waiting, cancelled], ["pending_code"], where={"state": State.QUEUED}) == 1
     assert Job.unscoped.get(pk=waiting.pk).pending_code == "PRIORITY"
     assert Job.unscoped.get(pk=cancelled.pk).pending_code == ""
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner")
+def test_postgresql_finds_the_rows_through_the_primary_key(world: World) -> None:
+    [job] = _jobs(world, 1)
+    copies = [Job(**{**_fields(job), "id": None, "name": f"copy-{i}"}) for i in range(3000)]
+    Job.unscoped.bulk_create(copies)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+        [(sql, params)] = statements(connection, Job, ["state_reason"], [[job.pk, "moved"]])
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    assert "jobs_job_pkey" in plan and "Seq Scan on jobs_job" not in plan, plan
+
+
+def _fields(job: Job) -> dict[str, object]:
+    return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
