@@ -422,6 +422,13 @@ def _run(
     seen = sum(controller.stats.counts.values())
     figures["watch_events_per_job"] = round(seen / max(1, figures["succeeded"]), 1)
     figures["cycles"] = controller.stats.cycles
+    figures["cycle_ms"] = {
+        phase: round(1000 * seconds / max(1, controller.stats.cycles), 1)
+        for phase, seconds in {
+            "all": controller.stats.cycle_seconds,
+            **controller.stats.phase_seconds,
+        }.items()
+    }
     figures["container_start_s"] = args.container_start_s
     figures["strays_deleted"] = controller.stats.strays_deleted
     return figures
@@ -446,6 +453,10 @@ def _report(args: argparse.Namespace, scenario: dict[str, Any], figures: dict[st
     lines.append(
         f"  {figures['watch_events_per_job']} watch events per job; "
         f"{figures['cycles']} scheduling cycles; {figures['preempted']} preemptions"
+    )
+    lines.append(
+        "  a cycle's wall time on average: "
+        + ", ".join(f"{phase} {ms} ms" for phase, ms in figures["cycle_ms"].items())
     )
     lines.append(
         f"  {figures['ran_again_after_failure']} jobs run again after a failure, "

@@ -96,6 +96,8 @@ class Stats:
     relists: int = 0
     strays_deleted: int = 0
     cycle_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """Of `cycle_seconds`: reading the snapshot, deciding, and applying the decisions."""
     last_reconcile: float = 0.0
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
@@ -397,12 +399,19 @@ class Controller:
             self._usage = past_usage(self.config, now)
             self._last["usage"] = time.monotonic()
         explain = time.monotonic() - self._last["explain"] >= self.timing.explain_every_s
+        phases = self.stats.phase_seconds
+        read = time.perf_counter()
         snapshot = build_snapshot(now, self._usage, self.queued)
+        decided = time.perf_counter()
         decisions = schedule(snapshot, self.config, explain=explain)
+        phases["snapshot"] += decided - read
+        phases["decide"] += time.perf_counter() - decided
         if not lease.still_leading(self.identity):
             self.stop_leading()
             return
+        applying = time.perf_counter()
         applied = apply_decisions(decisions, now, self.explanations)
+        phases["apply"] += time.perf_counter() - applying
         if explain:
             self._last["explain"] = time.monotonic()
         self._delete_all(applied.deletions)
