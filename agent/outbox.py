@@ -15,7 +15,8 @@ MAX_SAMPLES_PER_POST = 2000
 
 
 class Backoff:
-    """Doubling delay with jitter: agents that lost the portal together do not return together."""
+    """Doubling delay, less up to a fifth at random: agents that lost the portal together do not
+    return together, and none waits longer than `maximum`."""
 
     def __init__(self, initial: float, maximum: float) -> None:
         self.initial, self.maximum = initial, maximum
@@ -23,7 +24,7 @@ class Backoff:
 
     def failed(self) -> float:
         self.delay = min(self.maximum, self.delay * 2 or self.initial)
-        return self.delay * random.uniform(0.8, 1.2)
+        return self.delay * random.uniform(0.8, 1.0)
 
     def succeeded(self) -> None:
         self.delay = 0.0

@@ -187,3 +187,13 @@ def test_embedded_agents_read_their_own_node_and_post_with_its_token(sim: KubeSi
         assert auth == f"Bearer token-of-{body['node']}"
         busy = body["node"] == NODE
         assert (body["gpus"][0][f.GPU_UTIL] > 50) is busy  # each thread read its own node
+
+
+def test_the_backoff_doubles_spreads_and_never_passes_its_maximum() -> None:
+    backoff = Backoff(initial=1, maximum=60)
+    delays = [backoff.failed() for _ in range(200)]
+    assert 0.8 <= delays[0] <= 1 and 1.6 <= delays[1] <= 2  # doubling, less a random fifth
+    assert max(delays) <= 60 and min(delays[10:]) >= 48
+    assert len(set(delays[10:])) > 1  # agents at the cap still do not return together
+    backoff.succeeded()
+    assert backoff.failed() <= 1
