@@ -55,6 +55,8 @@ def _limits(team: Team, user: User, gpu_type: str) -> _Limits:
     with connection.cursor() as cursor:
         cursor.execute(_LIMITS_SQL, [user.pk, user.pk, gpu_type, team.pk])
         rows = cursor.fetchall()
+    if not rows:  # deleted since the caller read it
+        raise SpecError({"team": f"team {team.slug} does not exist"})
     member, cap, gpu_id, gpu_name, gpus_per_node, limit = rows[0][:6]
     gpu = None
     if gpu_id is not None:  # instances with the other fields deferred, as `.only()` makes them

@@ -155,6 +155,13 @@ def test_the_action_refuses_a_non_member_and_lets_staff_through(world: World) ->
     assert (job.owner, job.queue, job.gpu_type) == (world.admin, world.nlp_normal, world.h100)
 
 
+def test_a_team_deleted_meanwhile_is_refused_by_name(world: World) -> None:
+    Team.objects.filter(pk=world.nlp.pk).delete()
+    with pytest.raises(SpecError) as refused:
+        _submit(world, world.nlp, world.admin)
+    assert refused.value.errors == {"team": "team nlp does not exist"}
+
+
 def test_a_spec_without_a_queue_goes_to_normal_or_the_only_queue(world: World) -> None:
     assert _submit(world, world.vision, world.bob).queue == world.vision_normal
     Queue.objects.for_team(world.nlp).exclude(name="low").delete()
