@@ -173,13 +173,11 @@ def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
 ) -> None:
     from dataclasses import replace
 
-    from cluster.controller import Controller
     from jobs.actions import cancel_job
-    from scheduler import PolicyConfig
-    from tests.cluster.conftest import FAST, controller_leads
+    from tests.cluster.conftest import controller_leads
 
-    timing = replace(FAST, explain_every_s=3600.0)
-    controller = Controller(cluster.backend, timing=timing, config=PolicyConfig())
+    controller = cluster.new_controller()
+    timing = controller.timing = replace(controller.timing, explain_every_s=3600.0)
     assert controller_leads(controller)
     try:
         cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
