@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from kubesim import discovery, errors, openapi, tables
@@ -114,7 +114,7 @@ class Server:
 
     async def _body(self, request: web.Request) -> Any:
         try:
-            return json.loads(await request.read() or b"{}")
+            return orjson.loads(await request.read() or b"{}")
         except ValueError as exc:
             raise errors.bad_request(
                 f"the body of the request could not be decoded: {exc}"
