@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from audit.chain import event_hash
 from audit.models import GENESIS_HASH, AuditEvent, AuditHead
+from portal.bulk import insert_rows
 from portal.middleware import current_request_context
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _append(events: list[AuditEvent]) -> None:
     if len(events) == 1:
         events[0].save()
     else:
-        AuditEvent.chain.bulk_create(events, batch_size=1000)
+        insert_rows(events)
     with connection.cursor() as cursor:  # as `_advance_head`: one plain statement per event
         cursor.execute(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
 

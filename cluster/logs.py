@@ -26,6 +26,7 @@ from cluster.backend import ClusterBackend, Unavailable
 from cluster.models import JobLogChunk
 from jobs.models import Job
 from jobs.streams import publish_log_chunks
+from portal.bulk import insert_rows
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.5
@@ -97,12 +98,14 @@ class LogWriter:
                         seq=seq + 1,
                         first_line=lines + 1,
                         line_count=len(fresh),
-                        text="\n".join(fresh),
+                        # PostgreSQL's text cannot hold NUL: one such byte would fail the
+                        # write, and the writer would retry it forever.
+                        text="\n".join(fresh).replace("\x00", "\ufffd"),
                     )
                 )
                 self.stored[piece.key] = (seq + 1, lines + len(fresh))
             try:
-                JobLogChunk.unscoped.bulk_create(chunks)
+                insert_rows(chunks)
             except DatabaseError:
                 self.stored.clear()  # what was counted in memory did not get stored
                 raise

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
-from portal.bulk import update_rows
+from portal.bulk import insert_rows, update_rows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -68,7 +68,7 @@ class _Batch:
                 jobs[0].save(update_fields=fields)
             else:
                 update_rows(jobs, fields)
-        JobEvent.unscoped.bulk_create(self.events, batch_size=1000)
+        insert_rows(self.events)
         publish_statuses(
             [(self.jobs[job_id], at) for job_id, at in self.moved_at.items()],
             list(self.usage_teams.values()),

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from cluster import logs
 from cluster.backend import Unavailable
 from cluster.logs import Finished, LogFollowers, LogWriter, Piece
 from cluster.models import JobLogChunk
@@ -65,17 +66,21 @@ def test_a_failed_write_stores_nothing_and_the_retry_stores_it_all(
 
     writer = LogWriter()
     writer.write([_piece(job, 1, "a")])
-    real = JobLogChunk.unscoped.bulk_create
 
     def broken(*args: object, **kwargs: object) -> None:
         raise DatabaseError("connection lost")
 
-    monkeypatch.setattr(JobLogChunk.unscoped, "bulk_create", broken)
-    with pytest.raises(DatabaseError):
-        writer.write([_piece(job, 2, "b")])
-    monkeypatch.setattr(JobLogChunk.unscoped, "bulk_create", real)
+    with monkeypatch.context() as patched:
+        patched.setattr(logs, "insert_rows", broken)
+        with pytest.raises(DatabaseError):
+            writer.write([_piece(job, 2, "b")])
     writer.write([_piece(job, 2, "b")])
     assert _stored(job) == [(1, 1, "a"), (2, 2, "b")]
+
+
+def test_a_nul_byte_is_stored_as_a_replacement_character(job: Job) -> None:
+    LogWriter().write([_piece(job, 1, "before\x00after")])
+    assert _stored(job) == [(1, 1, "before\ufffdafter")]
 
 
 class _EndlessLogs:

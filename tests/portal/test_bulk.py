@@ -1,4 +1,5 @@
-"""`update_rows` writes each row's own values, only the fields named, on every backend."""
+"""`update_rows` writes each row's own values, only the fields named, and `insert_rows` adds
+rows as a save would, on every backend."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
+from audit.models import AuditEvent
 from jobs.actions import submit_job
-from jobs.models import Job, State
+from jobs.models import Job, JobEvent, State
 from jobs.spec import parse_spec
-from portal.bulk import BATCH_ROWS, statements, update_rows
+from portal.bulk import BATCH_ROWS, insert_rows, statements, update_rows
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -94,6 +97,48 @@ def test_postgresql_finds_the_rows_through_the_primary_key(world: World) -> None
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(line for (line,) in cursor.fetchall())
     assert "jobs_job_pkey" in plan and "Seq Scan on jobs_job" not in plan, plan
+
+
+def test_inserted_rows_read_back_as_saved_ones(world: World) -> None:
+    moment = datetime(2026, 3, 1, 9, 30, 15, 123456, tzinfo=UTC)
+    events = [
+        AuditEvent(
+            seq=10_000 + i,
+            at=moment,
+            actor_id=world.bob.pk if i else None,  # NULL, and a value
+            team_slug="vision",
+            action="test.insert",
+            target_id=f"it's row {i}",  # quoting
+            before=None if i else {"nested": [1, "two", None]},  # SQL NULL, and JSON
+            after={"row": i, "text": "ünïcode"},
+            prev_hash="p" * 64,
+            hash=f"{i:064d}",
+        )
+        for i in range(BATCH_ROWS + 2)  # crosses the chunk boundary
+    ]
+    insert_rows(events)
+
+    stored = list(AuditEvent.chain.filter(action="test.insert").order_by("seq"))
+    assert len(stored) == BATCH_ROWS + 2
+    for i, row in enumerate(stored):
+        assert (row.seq, row.at, row.target_id, row.hash) == (
+            10_000 + i,
+            moment,
+            f"it's row {i}",
+            f"{i:064d}",
+        )
+        assert row.actor_id == (world.bob.pk if i else None)
+        assert row.before == (None if i else {"nested": [1, "two", None]})
+        assert row.after == {"row": i, "text": "ünïcode"}
+
+
+def test_inserted_rows_get_what_a_save_fills_in(world: World) -> None:
+    [job] = _jobs(world, 1)
+    before = timezone.now()
+    insert_rows([JobEvent(team_id=job.team_id, job=job, to_state=State.ADMITTED, reason="r")])
+    event = JobEvent.unscoped.filter(job=job, to_state=State.ADMITTED).get()
+    assert event.job_id == job.pk and event.at >= before  # the foreign key, auto_now_add
+    assert insert_rows([]) is None
 
 
 def _fields(job: Job) -> dict[str, object]:
