@@ -21,12 +21,26 @@ from jobs import states
 from jobs.models import EXPLANATION_FIELDS, Job, State
 from jobs.states import transition
 from portal.bulk import update_values
-from scheduler import Decisions, Pending
+from scheduler import Decisions, Pending, ReasonCode
 
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
-# drift would make every cycle a bulk write.
+# drift would make every cycle a bulk write. An estimate is rewritten once it moves by the
+# resolution or by ESTIMATE_SHARE of the time left until it, whichever is more: ten seconds
+# matter to a job due in half a minute, not to one due in an hour.
 ESTIMATE_RESOLUTION_S = 10
-FIGURES_EVERY_S = 5
+ESTIMATE_SHARE = 0.1
+FIGURES_EVERY_S = 15.0
+WAITING_FOR_GPUS = frozenset(
+    {
+        ReasonCode.NO_CAPACITY,
+        ReasonCode.FRAGMENTED,
+        ReasonCode.PRIORITY,
+        ReasonCode.GANG_WAIT,
+        ReasonCode.BACKFILL_BLOCKED,
+    }
+)
+"""Reasons that all say "waiting for GPUs to free up", worked out from the moment's free GPUs
+and who is ahead: in a busy queue a job moves among them from one cycle to the next."""
 
 
 @dataclass
@@ -108,31 +122,38 @@ class Explanations:
     """What the leading controller last wrote of each waiting job's reason and estimate.
 
     Only the leader writes these fields, so it can tell what changed without reading them
-    back: a cycle writes a job whose reason code changed or whose estimate moved, and figures
-    alone (jobs ahead, GPUs free) at most every FIGURES_EVERY_S, so a long queue is not
-    rewritten whole every cycle. A new leader starts empty and writes every waiting job once.
+    back: a cycle writes a job whose reason changed or whose estimate moved at once, but figures
+    alone (jobs ahead, GPUs free), or a move among the ways of waiting for GPUs, at most every
+    `refresh_s`: in a busy queue these change for every job all the time, and a long queue was
+    rewritten whole every few seconds (twelve writes per job in the Kueue replay). A new leader
+    starts empty and writes every waiting job once.
     """
 
     written: dict[int, _Written] = field(default_factory=dict)
+    refresh_s: float = FIGURES_EVERY_S
 
-    def stale(self, job_id: int, fresh: _Written) -> bool:
+    def stale(self, job_id: int, fresh: _Written, now: datetime) -> bool:
         old = self.written.get(job_id)
-        if old is None or old.code != fresh.code:
+        if old is None:
+            return True
+        if old.code != fresh.code and not {old.code, fresh.code} <= WAITING_FOR_GPUS:
             return True
         if (old.estimated_start is None) != (fresh.estimated_start is None):
             return True
         if old.estimated_start and fresh.estimated_start:
             drift = abs((fresh.estimated_start - old.estimated_start).total_seconds())
-            if drift >= ESTIMATE_RESOLUTION_S:
+            left = (old.estimated_start - now).total_seconds()
+            if drift >= max(ESTIMATE_RESOLUTION_S, ESTIMATE_SHARE * left):
                 return True
-        return old.figures != fresh.figures and fresh.at - old.at >= FIGURES_EVERY_S
+        changed = old.code != fresh.code or old.figures != fresh.figures
+        return changed and fresh.at - old.at >= self.refresh_s
 
     def keep_only(self, job_ids: Iterable[int]) -> None:
         """Forget jobs that no longer wait: one queued again later is written afresh."""
         self.written = {i: self.written[i] for i in job_ids if i in self.written}
 
 
-def _pending(decisions: dict[int, Pending], explanations: Explanations) -> None:
+def _pending(decisions: dict[int, Pending], explanations: Explanations, at: datetime) -> None:
     explanations.keep_only(decisions)
     now = time.monotonic()
     changed, written = [], {}
@@ -140,7 +161,7 @@ def _pending(decisions: dict[int, Pending], explanations: Explanations) -> None:
         fresh = _Written(
             pending.reason.code, dict(pending.reason.figures), _moment(pending.estimated_start), now
         )
-        if not explanations.stale(job_id, fresh):
+        if not explanations.stale(job_id, fresh, at):
             continue
         latest = pending.estimated_start_range[1] if pending.estimated_start_range else None
         changed.append(
@@ -184,5 +205,5 @@ def apply_decisions(
                 admit(job, dict(admission.placement))
                 applied.admitted.append(job)
         if decisions.explained:  # otherwise the waiting jobs keep the reasons last written
-            _pending(decisions.pending, explanations or Explanations())
+            _pending(decisions.pending, explanations or Explanations(), now)
     return applied

@@ -84,6 +84,9 @@ class Timing:
     """Waiting jobs' reasons and estimates are worked out and written at most this often; the
     cycles between only admit and preempt. A long queue's explanations (an estimate for every
     job, and the rows whose figures moved) cost more than the decisions, every cycle."""
+    refresh_every_s: float = 15.0
+    """A waiting job's figures (jobs ahead, GPUs free), and its reason while it moves among the
+    ways of waiting for GPUs, are rewritten at most this often (`cluster.apply.Explanations`)."""
     reconcile_every_s: float = 30.0
     usage_every_s: float = 60.0
     renew_every_s: float = 2.0
@@ -148,7 +151,7 @@ class Controller:
         # What was last mapped per object, so repeated reports of the same state cost nothing.
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
-        self.explanations = Explanations()
+        self.explanations = Explanations(refresh_s=self.timing.refresh_every_s)
         self.queued = QueuedRequests()
         self._usage_teams: dict[int, Team] = {}  # held GPUs changed; figures not sent yet
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
@@ -182,7 +185,7 @@ class Controller:
         self.leading = True
         self._signatures.clear()
         self._followed.clear()
-        self.explanations = Explanations()
+        self.explanations = Explanations(refresh_s=self.timing.refresh_every_s)
         self._last["explain"] = -1e9  # a new leader explains its first cycle
         self.queued = QueuedRequests()
         self._watch_stop = threading.Event()
@@ -242,6 +245,7 @@ class Controller:
             self._last["reconcile"] = now
         periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
         if (self._dirty and now >= self._next_cycle) or periodic:
+            self._catch_up()
             self.cycle()
         if now - self._last["stops"] >= self.timing.stops_every_s:
             self._expire_grace()
@@ -254,6 +258,17 @@ class Controller:
     def _writing(self) -> Iterator[None]:
         with writing(REPORT_FIELDS) as self.locked:
             yield
+
+    def _catch_up(self) -> None:
+        """Take in what the watches reported while the loop was busy, before a cycle reads
+        its snapshot.
+
+        Reports pile up during a cycle or a large batch: hundreds at 250 jobs a second. Left
+        waiting, jobs that had ended still looked like they held their GPUs, and the scheduler
+        preempted them (to run again, from the start) or left their GPUs idle for a cycle.
+        """
+        if not self.seen.empty():
+            self._drain(0.0)
 
     def _drain(self, wait_s: float) -> None:
         try:

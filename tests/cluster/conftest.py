@@ -24,6 +24,7 @@ FAST = Timing(
     debounce_s=0.05,
     cycle_every_s=0.5,
     explain_every_s=0.2,
+    refresh_every_s=0.5,
     stops_every_s=0.1,
     reconcile_every_s=2.0,
     renew_every_s=1.0,

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cluster.apply import ESTIMATE_RESOLUTION_S, FIGURES_EVERY_S, Explanations, _Written
+from cluster.apply import (
+    ESTIMATE_RESOLUTION_S,
+    ESTIMATE_SHARE,
+    FIGURES_EVERY_S,
+    Explanations,
+    _Written,
+)
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+NOW = START - timedelta(seconds=30)
 
 
 def _written(
@@ -20,30 +27,52 @@ def _remembering(written: _Written) -> Explanations:
 
 
 def test_a_job_never_written_is_written() -> None:
-    assert Explanations().stale(1, _written())
+    assert Explanations().stale(1, _written(), NOW)
 
 
 def test_the_same_explanation_is_not_written_again() -> None:
-    assert not _remembering(_written()).stale(1, _written(at=60))
+    assert not _remembering(_written()).stale(1, _written(at=60), NOW)
 
 
-def test_a_new_reason_code_is_written_at_once() -> None:
-    assert _remembering(_written()).stale(1, _written(code="NO_CAPACITY", at=0.1))
+def test_a_new_kind_of_reason_is_written_at_once() -> None:
+    assert _remembering(_written()).stale(1, _written(code="QUOTA_EXHAUSTED", at=0.1), NOW)
+    assert _remembering(_written(code="PREEMPTING")).stale(1, _written(at=0.1), NOW)
+
+
+def test_moves_among_the_ways_of_waiting_for_gpus_are_rewritten_only_every_few_seconds() -> None:
+    explanations = _remembering(_written(code="PRIORITY"))
+    assert not explanations.stale(1, _written(code="NO_CAPACITY", at=FIGURES_EVERY_S - 0.1), NOW)
+    assert explanations.stale(1, _written(code="NO_CAPACITY", at=FIGURES_EVERY_S), NOW)
 
 
 def test_an_estimate_that_moves_is_written_once_it_moves_by_the_resolution() -> None:
     explanations = _remembering(_written())
     nearly = START + timedelta(seconds=ESTIMATE_RESOLUTION_S - 1)
-    assert not explanations.stale(1, _written(start=nearly, at=0.1))
+    assert not explanations.stale(1, _written(start=nearly, at=0.1), NOW)
     moved = START + timedelta(seconds=ESTIMATE_RESOLUTION_S)
-    assert explanations.stale(1, _written(start=moved, at=0.1))
-    assert explanations.stale(1, _written(start=None, at=0.1))
+    assert explanations.stale(1, _written(start=moved, at=0.1), NOW)
+    assert explanations.stale(1, _written(start=None, at=0.1), NOW)
+
+
+def test_an_estimate_far_ahead_is_written_once_it_moves_by_a_share_of_the_wait() -> None:
+    explanations = _remembering(_written())
+    an_hour_before = START - timedelta(hours=1)  # the estimate is an hour away
+    share = ESTIMATE_SHARE * 3600
+    nearly = START + timedelta(seconds=share - 1)
+    assert not explanations.stale(1, _written(start=nearly, at=0.1), an_hour_before)
+    moved = START + timedelta(seconds=share)
+    assert explanations.stale(1, _written(start=moved, at=0.1), an_hour_before)
 
 
 def test_figures_alone_are_rewritten_only_every_few_seconds() -> None:
     explanations = _remembering(_written(ahead=3))
-    assert not explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S - 0.1))
-    assert explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S))
+    assert not explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S - 0.1), NOW)
+    assert explanations.stale(1, _written(ahead=2, at=FIGURES_EVERY_S), NOW)
+
+
+def test_the_refresh_interval_is_the_callers() -> None:
+    explanations = Explanations(written={1: _written(ahead=3)}, refresh_s=0.5)
+    assert explanations.stale(1, _written(ahead=2, at=0.5), NOW)
 
 
 def test_jobs_that_stopped_waiting_are_forgotten() -> None:
