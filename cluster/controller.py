@@ -53,7 +53,7 @@ from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
 from jobs.streams import holding_usage, publish_usage
-from scheduler import PolicyConfig, schedule
+from scheduler import PolicyConfig, decide
 from tenants.models import Team
 
 log = logging.getLogger(__name__)
@@ -418,7 +418,8 @@ class Controller:
         read = time.perf_counter()
         snapshot = build_snapshot(now, self._usage, self.queued)
         decided = time.perf_counter()
-        decisions = schedule(snapshot, self.config, explain=explain)
+        # The queue as kept between cycles (`QueuedRequests`), not sorted afresh every cycle.
+        decisions = decide(snapshot, self.queued.index, self.config, explain=explain)
         phases["snapshot"] += decided - read
         phases["decide"] += time.perf_counter() - decided
         if not lease.still_leading(self.identity):

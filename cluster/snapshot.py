@@ -26,6 +26,7 @@ from scheduler import (
     TeamInfo,
 )
 from scheduler import MemberCap as CapInfo
+from scheduler.queue import QueueIndex
 from tenants.models import Team
 
 
@@ -71,45 +72,62 @@ class QueuedRequests:
 
     A queued job's request does not change but for its queue's priority and preemptibility, so
     a cycle reads the queued jobs' ids (and whole rows only of jobs it has not seen before)
-    instead of thousands of whole rows with four joins each time. Everything is read afresh
-    every REFRESH_S, so a renamed owner or team shows within that time.
+    instead of thousands of whole rows with four joins each time. The requests are also kept
+    in a `QueueIndex` (the scheduler's streams, in team order), changed by the jobs that joined
+    and left since the last cycle instead of sorted whole every cycle, as the simulator keeps
+    its own. Everything is read afresh every REFRESH_S, so a renamed owner or team shows within
+    that time.
     """
 
     REFRESH_S = 60.0
 
     def __init__(self) -> None:
         self._known: dict[int, JobRequest] = {}
+        self._queues: dict[int, tuple[int, bool]] = {}
+        self.index = QueueIndex()
         self._read_at = 0.0
 
     def current(self) -> list[JobRequest]:
+        """The queued jobs' requests, in id order; `index` holds the same."""
         if time.monotonic() - self._read_at >= self.REFRESH_S:
-            self._known, self._read_at = {}, time.monotonic()
+            self._known, self._queues, self.index = {}, {}, QueueIndex()
+            self._read_at = time.monotonic()
         queues = {
             queue_id: (priority, preemptible)
             for queue_id, priority, preemptible in Queue.unscoped.order_by().values_list(
                 "id", "priority", "preemptible"
             )
         }
-        queued = list(
+        queued = dict(
             Job.unscoped.filter(state=State.QUEUED).order_by("id").values_list("id", "queue_id")
         )
-        self._read({job_id for job_id, _ in queued} - self._known.keys())
-        known, self._known = self._known, {}
-        for job_id, queue_id in queued:
-            request = known.get(job_id)
-            if request is None:  # deleted since its id was read
-                continue
-            priority, preemptible = queues[queue_id]
-            if (request.priority, request.preemptible) != (priority, preemptible):
-                request = replace(request, priority=priority, preemptible=preemptible)
-            self._known[job_id] = request
+        for job_id in self._known.keys() - queued.keys():
+            self.index.remove(self._known.pop(job_id))
+        self._read(queued.keys() - self._known.keys())
+        if queues != self._queues:  # a queue's priority or preemptibility changed
+            for job_id, queue_id in queued.items():
+                request = self._known.get(job_id)
+                if request is None:  # deleted since its id was read
+                    continue
+                priority, preemptible = queues[queue_id]
+                if (request.priority, request.preemptible) != (priority, preemptible):
+                    self.index.remove(request)
+                    request = replace(request, priority=priority, preemptible=preemptible)
+                    self._known[job_id] = request
+                    self.index.add(request)
+            self._queues = queues
         return list(self._known.values())
 
     def _read(self, job_ids: set[int]) -> None:
         wanted = sorted(job_ids)
+        out_of_order = bool(wanted and self._known and wanted[0] < next(reversed(self._known)))
         for start in range(0, len(wanted), 1000):
             rows = Job.unscoped.filter(pk__in=wanted[start : start + 1000]).values_list(*_REQUEST)
-            self._known.update((row[0], _request(row)) for row in rows)
+            for row in sorted(rows):
+                request = self._known[row[0]] = _request(row)
+                self.index.add(request)
+        if out_of_order:  # a job queued again, or a submission that committed late
+            self._known = dict(sorted(self._known.items()))
 
 
 def _holding() -> list[RunningJob]:

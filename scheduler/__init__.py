@@ -11,7 +11,7 @@ users. `simulate(trace, config)` runs a workload through the same function in si
 """
 
 from scheduler.config import Policy, PolicyConfig
-from scheduler.decide import schedule
+from scheduler.decide import decide, schedule
 from scheduler.decisions import (
     Admission,
     Decisions,
@@ -52,5 +52,6 @@ __all__ = [
     "RunningJob",
     "Snapshot",
     "TeamInfo",
+    "decide",
     "schedule",
 ]

@@ -8,8 +8,9 @@ from django.test.utils import CaptureQueriesContext
 
 from cluster.snapshot import QueuedRequests
 from jobs.actions import cancel_job, submit_job
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.spec import parse_spec
+from scheduler.queue import QueueIndex
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +51,37 @@ def test_a_cycle_reads_whole_rows_only_of_jobs_it_has_not_seen(world: World) -> 
         queue.current()
     assert len(queries) == 2  # the queues' priorities and the queued ids, nothing per job
     assert all("owner" not in q["sql"] and "auth_user" not in q["sql"] for q in queries)
+
+
+def test_the_kept_index_matches_one_built_afresh(world: World) -> None:
+    queue = QueuedRequests()
+    jobs = [_submit(world, name=f"job-{i}", gpus_per_node=1 + i % 2) for i in range(4)]
+    queue.current()
+    cancel_job(_job(jobs[1]), acting_user=world.bob)  # leaves
+    Job.unscoped.filter(pk=jobs[2]).update(state=State.ADMITTED)  # leaves, then comes back
+    queue.current()
+    Job.unscoped.filter(pk=jobs[2]).update(state=State.QUEUED)
+    late = _submit(world, name="late")
+    world.vision_normal.priority = 150  # every waiting job moves up
+    world.vision_normal.save()
+
+    requests = queue.current()
+    assert [r.id for r in requests] == [jobs[0], jobs[2], jobs[3], late]
+    assert _streams(queue.index) == _streams(QueueIndex.from_jobs(requests))
+    assert {r.priority for s in queue.index.sorted_streams() for r in s.jobs} == {150}
+
+
+def _streams(index: QueueIndex) -> list[tuple[object, ...]]:
+    return [
+        (
+            stream.key,
+            [job.id for job in stream.jobs],
+            stream.gpus.min(),
+            stream.gpus_per_node.min(),
+            stream.submit_time.min(),
+        )
+        for stream in index.sorted_streams()
+    ]
 
 
 def _job(job_id: int) -> Job:
