@@ -312,7 +312,6 @@ def main() -> None:
 
     django.setup()
     _setup(scenario)
-    total = len(_arrivals(scenario, args.scale))
     gpus = scenario["cluster"]["nodes"] * scenario["cluster"]["gpus_per_node"]
     reference = [_reference_ms()]
     with tempfile.TemporaryDirectory() as tmp:
