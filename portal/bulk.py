@@ -45,7 +45,7 @@ def insert_rows(objs: Sequence[Model]) -> None:
         return
     meta = model._meta
     quote = connection.ops.quote_name
-    columns: list[Field] = [f for f in meta.concrete_fields if f is not meta.auto_field]  # type: ignore[misc]
+    columns: list[Field] = [f for f in meta.concrete_fields if f is not meta.auto_field]
     names = [f"c{i + 1}" for i in range(len(columns))]
     head = (
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(c.column)) for c in columns)})"
