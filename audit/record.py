@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from audit.chain import event_hash
 from audit.models import GENESIS_HASH, AuditEvent, AuditHead
-from portal.bulk import insert_rows
+from portal.bulk import execute_later, insert_rows
 from portal.middleware import current_request_context
 
 if TYPE_CHECKING:
@@ -75,12 +75,10 @@ def _append(events: list[AuditEvent]) -> None:
         event.seq, event.prev_hash = seq, prev_hash
         event.hash = prev_hash = event_hash(event, prev_hash)
         seq += 1
-    if len(events) == 1:
-        events[0].save()
-    else:
-        insert_rows(events)
-    with connection.cursor() as cursor:  # as `_advance_head`: one plain statement per event
-        cursor.execute(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
+    # Inside `together()` (a submission, the controller's batches) these two go in one round
+    # trip, and the head's lock is released at the commit right after.
+    insert_rows(events)
+    execute_later(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
 
 
 _pending: ContextVar[list[AuditEvent] | None] = ContextVar("audit_batch", default=None)

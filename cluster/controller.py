@@ -37,10 +37,12 @@ from cluster.observe import (
     LockedJobs,
     explain_admitted,
     ids_of,
+    job_may_move,
     job_signature,
     node_lost,
     observe_job,
     observe_pod,
+    pod_may_move,
     pod_signature,
     portal_job_id,
     requeue_or_fail,
@@ -287,9 +289,7 @@ class Controller:
         # next reconciliation maps the listed objects again.
         try:
             with self._writing():
-                self.locked.lock(
-                    ids_of(s.object for s in batch if s.kind in ("jobs", "pods") and s.object)
-                )
+                self.locked.lock(self._moving(batch))
                 for seen in batch:
                     self.stats.counts[f"{seen.kind}.{seen.type}"] += 1
                     if seen.type == "RELIST":
@@ -299,6 +299,28 @@ class Controller:
         except DatabaseError:
             self._signatures.clear()
             raise
+
+    def _moving(self, batch: list[Seen]) -> set[int]:
+        """The portal jobs this batch's reports may move, to lock together in one query.
+
+        Most reports move nothing: a pod created or scheduled, a Job counting its pods, the
+        same state again. Locking (and loading) every job a batch mentions was the larger part
+        of taking reports in; one that turns out to be needed after all is locked on its own.
+        """
+        job_ids = set()
+        for seen in batch:
+            obj = seen.object
+            if obj is None or seen.type == "DELETED" or seen.kind not in ("jobs", "pods"):
+                continue
+            if seen.kind == "pods":
+                signature, may_move = pod_signature(obj), pod_may_move
+            else:
+                signature, may_move = job_signature(obj), job_may_move
+            if may_move(signature) and self._signatures.get(obj["metadata"]["name"]) != signature:
+                job_id = portal_job_id(obj)
+                if job_id is not None:
+                    job_ids.add(job_id)
+        return job_ids
 
     def _relisted(self, seen: Seen) -> None:
         self.stats.relists += 1

@@ -22,6 +22,7 @@ from cluster.manifests import LABEL_JOB, job_of_pod
 from jobs import states
 from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
 from jobs.states import save, transition
+from portal.bulk import together
 
 NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
 
@@ -86,8 +87,9 @@ class LockedJobs:
 
 @contextmanager
 def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
-    """One transaction in which job rows are locked together and every change is batched."""
-    with transaction.atomic(), audit.batch(), states.batch():
+    """One transaction in which job rows are locked together and every change is batched (the
+    inserts sent together at the end)."""
+    with transaction.atomic(), together(), audit.batch(), states.batch():
         yield LockedJobs(only)
 
 
@@ -144,10 +146,23 @@ def job_signature(obj: Obj) -> tuple[object, ...]:
     return (_condition(obj, "Complete") is not None, _condition(obj, "Failed") is not None)
 
 
+def pod_may_move(signature: tuple[object, ...]) -> bool:
+    """Whether a pod in this state (`pod_signature`) can move its portal job: one pending or
+    just scheduled cannot, and needs no job row."""
+    phase, lost, exit_code = signature
+    ended_badly = exit_code not in (0, None)
+    return lost is not None or phase in ("Running", "Succeeded", "Failed") or ended_badly
+
+
+def job_may_move(signature: tuple[object, ...]) -> bool:
+    """Whether a Job in this state (`job_signature`) can move its portal job: only its end."""
+    return any(signature)
+
+
 def observe_pod(pod: Obj, locked: LockedJobs) -> Deletion | None:
     """Running pod → RUNNING; a pod lost with its node → NODE_FAILED and requeue."""
     job_id = portal_job_id(pod)
-    if job_id is None:
+    if job_id is None or not pod_may_move(pod_signature(pod)):
         return None
     job = locked.get(job_id)
     if job is None or job.state not in HOLDING_STATES or job.k8s_name != _k8s_job_name(pod):

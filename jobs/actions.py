@@ -9,9 +9,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
 from audit.record import record
-from jobs.models import TERMINAL_STATES, Job, State
+from jobs.models import TERMINAL_STATES, Job, JobEvent, State
 from jobs.spec import JobSpec, SpecError, masked_env, parse_spec
 from jobs.states import transition
+from portal.bulk import insert_rows, together
 from quotas.models import GpuType, Queue
 from tenants.models import Team
 
@@ -166,7 +167,8 @@ def _create(
     gpu_type, limit = _quota(team, spec, limits)
     _check_image(team, spec.image)
     _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
-    with transaction.atomic():
+    # The job's first event, its audit event and the audit head's hash go in one round trip.
+    with transaction.atomic(), together():
         job = Job.objects.create(
             team=team,
             owner=acting_user,
@@ -184,7 +186,10 @@ def _create(
             max_runtime=spec.max_runtime or queue.max_runtime,
             cloned_from=cloned_from,
         )
-        job.events.create(team=team, to_state=State.QUEUED, reason=action, actor=acting_user)
+        queued = JobEvent(
+            team=team, job=job, to_state=State.QUEUED, reason=action, actor=acting_user
+        )
+        insert_rows([queued])
         record(action, actor=acting_user, team=team, target=job, after=_audit_view(job))
     return job
 

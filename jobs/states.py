@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
-from portal.bulk import insert_rows, update_rows
+from portal.bulk import insert_rows, write_rows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -63,11 +63,10 @@ class _Batch:
         by_fields: dict[tuple[str, ...], list[Job]] = {}
         for job_id, job in self.jobs.items():
             by_fields.setdefault(tuple(sorted(self.fields[job_id])), []).append(job)
+        # Held with the events (and the audit's writes) by `together()` where the caller opened
+        # one: the rows are locked, so every update finds its row.
         for fields, jobs in by_fields.items():
-            if len(jobs) == 1:
-                jobs[0].save(update_fields=fields)
-            else:
-                update_rows(jobs, fields)
+            write_rows(jobs, fields)
         insert_rows(self.events)
         publish_statuses(
             [(self.jobs[job_id], at) for job_id, at in self.moved_at.items()],

@@ -12,11 +12,18 @@ to bind than the server to run):
 
 SQLite (3.33 and newer) gets the same join over a VALUES list. New rows go in the same way
 (`insert_rows`): INSERT ... SELECT from the same document.
+
+Inside `together()`, inserts and other writes whose results nobody reads are held and sent in
+one round trip when the block ends (on PostgreSQL): a submission wrote its job's event, its audit
+event and the audit head's hash one round trip each, and each round trip cost the client more
+than the server's work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -25,11 +32,51 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 BATCH_ROWS = 500
+Statement = tuple[str, list[Any]]
+
+_held: ContextVar[dict[str, list[Statement]] | None] = ContextVar("held_writes", default=None)
+
+
+@contextmanager
+def together() -> Iterator[None]:
+    """Hold the writes made inside by `insert_rows` and `execute_later`, and send them when the
+    block ends: on PostgreSQL as one string of statements, in one round trip.
+
+    Open it inside the transaction, around writes nothing in the block reads back (the block
+    sees none of them until it ends). After an exception nothing held is sent (the transaction
+    rolls back anyway). Elsewhere than PostgreSQL, and inside an outer block, it changes
+    nothing.
+    """
+    if _held.get() is not None:
+        yield
+        return
+    held: dict[str, list[Statement]] = {}
+    token = _held.set(held)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+    for alias, statements in held.items():
+        sql = "; ".join(statement for statement, _ in statements)
+        with connections[alias].cursor() as cursor:
+            # Client-side binding (Django's default on psycopg 3) sends this as one simple query.
+            cursor.execute(sql, [param for _, params in statements for param in params])
+
+
+def execute_later(sql: str, params: Sequence[Any], using: str = "default") -> None:
+    """Run a statement whose result nobody reads: at once, or held by `together()`."""
+    connection = connections[using]
+    held = _held.get()
+    if held is not None and connection.vendor == "postgresql":
+        held.setdefault(using, []).append((sql, list(params)))
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def insert_rows(objs: Sequence[Model]) -> None:
     """INSERT every object in `objs` (all of one model, none saved yet); their primary keys are
-    not read back.
+    not read back (inside `together()`, the rows go in when the block ends).
 
     `bulk_create` binds a placeholder per field and row; for the controller's JobEvents, audit
     events and log chunks (thousands a second at full load) building and binding those cost
@@ -51,14 +98,13 @@ def insert_rows(objs: Sequence[Model]) -> None:
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(c.column)) for c in columns)})"
         f" SELECT {', '.join(names)} FROM "
     )
-    with connection.cursor() as cursor:
-        for start in range(0, len(objs), BATCH_ROWS):
-            # pre_save: what a save would write (auto_now_add stamps, foreign keys' ids).
-            rows = [
-                [c.pre_save(obj, True) for c in columns] for obj in objs[start : start + BATCH_ROWS]
-            ]
-            sql, params = _json_source(connection, columns, names, rows)
-            cursor.execute(head + sql, params)
+    for start in range(0, len(objs), BATCH_ROWS):
+        # pre_save: what a save would write (auto_now_add stamps, foreign keys' ids).
+        rows = [
+            [c.pre_save(obj, True) for c in columns] for obj in objs[start : start + BATCH_ROWS]
+        ]
+        sql, params = _json_source(connection, columns, names, rows)
+        execute_later(head + sql, params, connection.alias)
 
 
 def update_rows(
@@ -70,6 +116,19 @@ def update_rows(
     names = [objs[0]._meta.pk.attname, *(objs[0]._meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
     rows = [[getattr(obj, name) for name in names] for obj in objs]
     return update_values(type(objs[0]), fields, rows, where=where)
+
+
+def write_rows(objs: Sequence[Model], fields: Sequence[str]) -> None:
+    """As `update_rows`, where nobody reads how many rows changed (the caller holds them
+    locked): held by `together()` with the other writes."""
+    if not objs or not fields:
+        return
+    model = type(objs[0])
+    names = [model._meta.pk.attname, *(model._meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
+    rows = [[getattr(obj, name) for name in names] for obj in objs]
+    connection = connections[router.db_for_write(model)]
+    for sql, params in statements(connection, model, fields, rows):
+        execute_later(sql, params, connection.alias)
 
 
 def update_values(

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 
 from audit.models import AuditEvent
 from jobs.actions import submit_job
@@ -191,10 +192,23 @@ def test_a_submission_reads_its_limits_in_one_query(
 ) -> None:
     with django_assert_max_num_queries(8) as queries:
         _submit(world, world.vision, world.bob)
-    statements = [q["sql"].split()[0] for q in queries.captured_queries]
-    # One read (membership, cap, GPU type, quota and queues together), then the job, its event,
-    # and the audit event between taking the chain's head and advancing it. The savepoint
-    # around them is the test's own transaction's doing; outside a test it is BEGIN and COMMIT.
-    assert [s for s in statements if s not in ("SAVEPOINT", "RELEASE")] == [
-        *("SELECT", "INSERT", "INSERT", "UPDATE", "INSERT", "UPDATE")
+    statements = [
+        [part.split()[0] for part in q["sql"].split("; ")]
+        for q in queries.captured_queries
+        if q["sql"].split()[0] not in ("SAVEPOINT", "RELEASE")
     ]
+    # One read (membership, cap, GPU type, quota and queues together), the job, then the chain's
+    # head taken, and the job's event, the audit event and the head's new hash. On PostgreSQL
+    # those last three go in one round trip. The savepoint around them is the test's own
+    # transaction's doing; outside a test it is BEGIN and COMMIT.
+    if connection.vendor == "postgresql":
+        assert statements == [["SELECT"], ["INSERT"], ["UPDATE"], ["INSERT", "INSERT", "UPDATE"]]
+    else:
+        assert statements == [
+            ["SELECT"],
+            ["INSERT"],
+            ["INSERT"],
+            ["UPDATE"],
+            ["INSERT"],
+            ["UPDATE"],
+        ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -14,7 +14,14 @@ from audit.models import AuditEvent
 from jobs.actions import submit_job
 from jobs.models import Job, JobEvent, State
 from jobs.spec import parse_spec
-from portal.bulk import BATCH_ROWS, insert_rows, statements, update_rows
+from portal.bulk import (
+    BATCH_ROWS,
+    execute_later,
+    insert_rows,
+    statements,
+    together,
+    update_rows,
+)
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -146,3 +153,49 @@ def test_inserted_rows_get_what_a_save_fills_in(world: World) -> None:
 
 def _fields(job: Job) -> dict[str, object]:
     return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
+
+
+def _events(job: Job, count: int) -> list[JobEvent]:
+    return [
+        JobEvent(team=job.team, job=job, to_state=State.QUEUED, reason=f"held {i}")
+        for i in range(count)
+    ]
+
+
+def test_writes_held_together_go_in_at_the_end_of_the_block(world: World) -> None:
+    (job,) = _jobs(world, 1)
+    held = JobEvent.unscoped.filter(reason__startswith="held")
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries, together():
+            insert_rows(_events(job, 2))
+            execute_later(
+                f"UPDATE {Job._meta.db_table} SET state_reason = %s WHERE id = %s",
+                ["written with them", job.pk],
+            )
+            seen_inside = held.count()
+        job.refresh_from_db()
+        assert held.count() == 2 and job.state_reason == "written with them"
+
+    writes = [q["sql"] for q in queries if not q["sql"].startswith("SELECT")]
+    if connection.vendor == "postgresql":
+        # Nothing was sent until the block ended, then all of it at once.
+        assert seen_inside == 0
+        assert len(writes) == 1 and writes[0].count("; ") == 1
+    else:  # elsewhere as they come
+        assert seen_inside == 2 and len(writes) == 2
+
+
+def test_held_writes_are_dropped_with_the_block_that_failed(world: World) -> None:
+    (job,) = _jobs(world, 1)
+
+    class Failed(Exception):
+        pass
+
+    held = JobEvent.unscoped.filter(reason__startswith="held")
+    with pytest.raises(Failed), transaction.atomic(), together():
+        with together():  # an inner block joins the outer one: nothing is sent at its end
+            insert_rows(_events(job, 1))
+        assert held.exists() is (connection.vendor != "postgresql")
+        raise Failed
+
+    assert not held.exists()

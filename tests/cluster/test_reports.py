@@ -1,0 +1,83 @@
+"""Taking in watch reports: which reports need their job's row, and that the rest cost none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cluster.manifests import LABEL_JOB
+from cluster.observe import job_may_move, pod_may_move, pod_signature
+from cluster.watchers import Seen
+from jobs.models import Job
+from tests.cluster.conftest import Cluster
+
+
+def _pod(job_id: int, name: str, phase: str, exit_code: int | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if exit_code is not None:
+        status["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-vision",
+            "labels": {LABEL_JOB: str(job_id), "batch.kubernetes.io/job-name": f"job-{job_id}-1"},
+        },
+        "spec": {"nodeName": "node-a"},
+        "status": status,
+    }
+
+
+def _job(job_id: int, condition: str | None = None) -> dict[str, Any]:
+    conditions = [{"type": condition, "status": "True"}] if condition else []
+    return {
+        "kind": "Job",
+        "metadata": {
+            "name": f"job-{job_id}-1",
+            "namespace": "team-vision",
+            "labels": {LABEL_JOB: str(job_id)},
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+def test_only_a_start_an_end_or_a_loss_can_move_a_job() -> None:
+    assert not pod_may_move(pod_signature(_pod(1, "p", "Pending")))
+    assert pod_may_move(pod_signature(_pod(1, "p", "Running")))
+    assert pod_may_move(pod_signature(_pod(1, "p", "Failed", exit_code=3)))
+    assert pod_may_move(pod_signature(_pod(1, "p", "Pending", exit_code=1)))
+    assert not job_may_move((False, False))
+    assert job_may_move((True, False)) and job_may_move((False, True))
+
+
+def test_a_batch_locks_only_the_jobs_its_reports_may_move(cluster: Cluster) -> None:
+    controller = cluster.controller
+    batch = [
+        Seen("pods", "ADDED", _pod(1, "job-1-1-0", "Pending")),
+        Seen("jobs", "ADDED", _job(2)),
+        Seen("pods", "MODIFIED", _pod(3, "job-3-1-0", "Running")),
+        Seen("jobs", "MODIFIED", _job(4, "Complete")),
+        Seen("pods", "DELETED", _pod(5, "job-5-1-0", "Succeeded")),
+        Seen("pods", "MODIFIED", _pod(6, "job-6-1-0", "Running")),
+        Seen("nodes", "MODIFIED", {"metadata": {"name": "node-a"}}),
+    ]
+    # Job 6's pod was already seen running: the same state again moves nothing.
+    controller._signatures["job-6-1-0"] = pod_signature(_pod(6, "job-6-1-0", "Running"))
+
+    assert controller._moving(batch) == {3, 4}
+
+
+def test_reports_that_move_nothing_read_no_job(cluster: Cluster) -> None:
+    job = cluster.submit()
+    controller = cluster.controller
+    controller.seen.put(Seen("jobs", "ADDED", _job(job.pk)))
+    controller.seen.put(Seen("pods", "ADDED", _pod(job.pk, f"job-{job.pk}-1-0", "Pending")))
+
+    with CaptureQueriesContext(connection) as queries:
+        controller._drain(0.0)
+
+    assert controller.stats.counts == {"jobs.ADDED": 1, "pods.ADDED": 1}
+    assert [q["sql"] for q in queries if Job._meta.db_table in q["sql"]] == []
+    assert f"job-{job.pk}-1-0" in controller.pods[f"job-{job.pk}-1"]
