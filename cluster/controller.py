@@ -54,7 +54,7 @@ from cluster.provision import Provisioner
 from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
-from jobs.streams import holding_usage, publish_usage
+from jobs.streams import holding_usage, own_event_loop, publish_usage
 from scheduler import PolicyConfig, decide
 from tenants.models import Team
 
@@ -163,24 +163,28 @@ class Controller:
     def run(self, stop: threading.Event) -> None:
         """Lead while holding the lease, stand by otherwise, until `stop` is set."""
         try:
-            while not stop.is_set():
-                if not self.leading:
-                    if lease.try_acquire(self.identity):
-                        self.start_leading()
-                    else:
-                        stop.wait(1.0)
-                        continue
-                try:
-                    self.step()
-                except Unavailable as exc:
-                    log.warning("cluster API unavailable: %s", exc)
-                    stop.wait(1.0)
-                except DatabaseError as exc:  # rolled back whole; the next turn redoes it
-                    log.warning("database: %s", exc)
-                    close_old_connections()
-                    stop.wait(0.5)
+            with own_event_loop():
+                self._run(stop)
         finally:
             self.stop_leading(release=True)
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            if not self.leading:
+                if lease.try_acquire(self.identity):
+                    self.start_leading()
+                else:
+                    stop.wait(1.0)
+                    continue
+            try:
+                self.step()
+            except Unavailable as exc:
+                log.warning("cluster API unavailable: %s", exc)
+                stop.wait(1.0)
+            except DatabaseError as exc:  # rolled back whole; the next turn redoes it
+                log.warning("database: %s", exc)
+                close_old_connections()
+                stop.wait(0.5)
 
     def start_leading(self) -> None:
         log.info("controller %s leads", self.identity)

@@ -25,7 +25,7 @@ from django.db.models import Max, Sum
 from cluster.backend import ClusterBackend, Unavailable
 from cluster.models import JobLogChunk
 from jobs.models import Job
-from jobs.streams import publish_log_chunks
+from jobs.streams import own_event_loop, publish_log_chunks
 from portal.bulk import insert_rows
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,8 @@ class LogFollowers:
 
     def _write_loop(self) -> None:
         try:
-            self._write_until_stopped()
+            with own_event_loop():
+                self._write_until_stopped()
         finally:
             connection.close()  # this thread's own: back to the pool, not leaked with the thread
 

@@ -7,6 +7,7 @@ import time
 from typing import Any, get_args, get_type_hints, is_typeddict
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
@@ -241,3 +242,26 @@ def test_every_stream_message_type_goes_to_the_delivery() -> None:
         if is_typeddict(message) and "type" in message.__annotations__
     }
     assert kinds == LAYER_MESSAGES
+
+
+def test_a_thread_with_its_own_loop_sends_on_it_every_time(monkeypatch: Any) -> None:
+    layer = streams.get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)("own.loop", channel)
+    loops: list[asyncio.AbstractEventLoop] = []
+    real_send_all = streams.send_all
+
+    async def recording(messages: Any) -> None:
+        loops.append(asyncio.get_running_loop())
+        await real_send_all(messages)
+
+    monkeypatch.setattr(streams, "send_all", recording)
+    with streams.own_event_loop():
+        for n in (1, 2):
+            streams.send_now([("own.loop", {"type": "test.message", "n": n})])
+    streams.send_now([("own.loop", {"type": "test.message", "n": 3})])
+
+    received = [async_to_sync(layer.receive)(channel)["n"] for _ in range(3)]
+    assert received == [1, 2, 3]
+    # One loop for the block, closed at its end; outside it, one made for the send.
+    assert loops[0] is loops[1] and loops[0].is_closed() and loops[2] is not loops[0]
