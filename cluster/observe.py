@@ -3,7 +3,8 @@
 Each function takes a raw object as the API serves it and moves the portal job accordingly,
 inside the caller's transaction with the job row locked. Events about an older attempt (another
 Job name) or about a job that has already ended change nothing, so replays and duplicates are
-harmless. The rows come from a `LockedJobs`, which locks a whole batch's jobs in one query.
+harmless. The rows come from a `LockedJobs` (cluster.locked), which locks a whole batch's jobs in
+one query.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.db import transaction
 from audit import record as audit
 from audit.record import record
 from cluster.backend import Obj
+from cluster.locked import LockedJobs
 from cluster.manifests import LABEL_JOB, job_of_pod
 from jobs import states
 from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
@@ -46,43 +48,6 @@ REPORT_FIELDS = (
 """What mapping cluster reports onto jobs reads, and their status messages show: loading the
 whole spec (JSON command, args and env) and the owner's whole row for each job was the larger
 part of a batch's cost. Anything else is loaded when first read."""
-
-
-class LockedJobs:
-    """Job rows locked FOR UPDATE until the transaction ends, one object per job.
-
-    `lock()` takes many rows in one query (in id order, so two lockers never deadlock); `get()`
-    fetches one it has not seen. Every change in the transaction goes through the same object,
-    which is what lets `jobs.states.batch()` write them together. With `only`, just those fields
-    are read (see REPORT_FIELDS).
-    """
-
-    def __init__(self, only: tuple[str, ...] = ()) -> None:
-        self._rows: dict[int, Job | None] = {}
-        self._only = only
-
-    def lock(self, job_ids: Iterable[int]) -> None:
-        wanted = sorted(set(job_ids) - self._rows.keys())
-        for start in range(0, len(wanted), 1000):
-            chunk = wanted[start : start + 1000]
-            # FOR NO KEY UPDATE OF the job table only: locking the joined team, queue and user
-            # rows too would block (and could deadlock with) every submission to those teams,
-            # and a plain FOR UPDATE would also block (and deadlock with) every insert that
-            # refers to a locked job (log chunks, roll-ups): a foreign key check takes KEY SHARE.
-            rows = (
-                Job.unscoped.select_for_update(of=("self",), no_key=True)
-                .select_related("team", "owner", "queue", "gpu_type")
-                .filter(pk__in=chunk)
-                .order_by("pk")
-            )
-            found = {job.pk: job for job in (rows.only(*self._only) if self._only else rows)}
-            for job_id in chunk:
-                self._rows[job_id] = found.get(job_id)
-
-    def get(self, job_id: int) -> Job | None:
-        if job_id not in self._rows:
-            self.lock([job_id])
-        return self._rows[job_id]
 
 
 @contextmanager
