@@ -25,10 +25,14 @@ from scheduler import Decisions, Pending, ReasonCode
 
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
 # drift would make every cycle a bulk write. An estimate is rewritten once it moves by the
-# resolution or by ESTIMATE_SHARE of the time left until it, whichever is more: ten seconds
-# matter to a job due in half a minute, not to one due in an hour.
+# resolution or by ESTIMATE_SHARE of the time left until it, whichever is more (ten seconds
+# matter to a job due in half a minute, not to one due in an hour), and at most every
+# ESTIMATE_EVERY_S: in a busy queue the estimates of jobs minutes away swing by a quarter and
+# more from one explaining cycle to the next, and the Kueue replay rewrote them 1.5 times per
+# job, most within three seconds of the last write.
 ESTIMATE_RESOLUTION_S = 10
 ESTIMATE_SHARE = 0.1
+ESTIMATE_EVERY_S = 5.0
 FIGURES_EVERY_S = 15.0
 WAITING_FOR_GPUS = frozenset(
     {
@@ -122,15 +126,16 @@ class Explanations:
     """What the leading controller last wrote of each waiting job's reason and estimate.
 
     Only the leader writes these fields, so it can tell what changed without reading them
-    back: a cycle writes a job whose reason changed or whose estimate moved at once, but figures
-    alone (jobs ahead, GPUs free), or a move among the ways of waiting for GPUs, at most every
-    `refresh_s`: in a busy queue these change for every job all the time, and a long queue was
-    rewritten whole every few seconds (twelve writes per job in the Kueue replay). A new leader
-    starts empty and writes every waiting job once.
+    back: a cycle writes a job whose reason changed at once, one whose estimate moved at most
+    every `estimate_every_s`, but figures alone (jobs ahead, GPUs free), or a move among the ways
+    of waiting for GPUs, at most every `refresh_s`: in a busy queue these change for every job
+    all the time, and a long queue was rewritten whole every few seconds (twelve writes per job
+    in the Kueue replay). A new leader starts empty and writes every waiting job once.
     """
 
     written: dict[int, _Written] = field(default_factory=dict)
     refresh_s: float = FIGURES_EVERY_S
+    estimate_every_s: float = ESTIMATE_EVERY_S
 
     def stale(self, job_id: int, fresh: _Written, now: datetime) -> bool:
         old = self.written.get(job_id)
@@ -143,7 +148,8 @@ class Explanations:
         if old.estimated_start and fresh.estimated_start:
             drift = abs((fresh.estimated_start - old.estimated_start).total_seconds())
             left = (old.estimated_start - now).total_seconds()
-            if drift >= max(ESTIMATE_RESOLUTION_S, ESTIMATE_SHARE * left):
+            moved = drift >= max(ESTIMATE_RESOLUTION_S, ESTIMATE_SHARE * left)
+            if moved and fresh.at - old.at >= self.estimate_every_s:
                 return True
         changed = old.code != fresh.code or old.figures != fresh.figures
         return changed and fresh.at - old.at >= self.refresh_s

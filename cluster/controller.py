@@ -89,6 +89,8 @@ class Timing:
     refresh_every_s: float = 15.0
     """A waiting job's figures (jobs ahead, GPUs free), and its reason while it moves among the
     ways of waiting for GPUs, are rewritten at most this often (`cluster.apply.Explanations`)."""
+    estimate_every_s: float = 5.0
+    """A waiting job's estimated start, once it has moved, is rewritten at most this often."""
     reconcile_every_s: float = 30.0
     usage_every_s: float = 60.0
     renew_every_s: float = 2.0
@@ -153,7 +155,9 @@ class Controller:
         # What was last mapped per object, so repeated reports of the same state cost nothing.
         self._signatures: dict[str, tuple[object, ...]] = {}
         self._followed: set[str] = set()
-        self.explanations = Explanations(refresh_s=self.timing.refresh_every_s)
+        self.explanations = Explanations(
+            refresh_s=self.timing.refresh_every_s, estimate_every_s=self.timing.estimate_every_s
+        )
         self.queued = QueuedRequests()
         self._usage_teams: dict[int, Team] = {}  # held GPUs changed; figures not sent yet
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
@@ -191,7 +195,9 @@ class Controller:
         self.leading = True
         self._signatures.clear()
         self._followed.clear()
-        self.explanations = Explanations(refresh_s=self.timing.refresh_every_s)
+        self.explanations = Explanations(
+            refresh_s=self.timing.refresh_every_s, estimate_every_s=self.timing.estimate_every_s
+        )
         self._last["explain"] = -1e9  # a new leader explains its first cycle
         self.queued = QueuedRequests()
         self._watch_stop = threading.Event()

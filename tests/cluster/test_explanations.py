@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cluster.apply import (
+    ESTIMATE_EVERY_S,
     ESTIMATE_RESOLUTION_S,
     ESTIMATE_SHARE,
     FIGURES_EVERY_S,
@@ -47,21 +48,31 @@ def test_moves_among_the_ways_of_waiting_for_gpus_are_rewritten_only_every_few_s
 
 def test_an_estimate_that_moves_is_written_once_it_moves_by_the_resolution() -> None:
     explanations = _remembering(_written())
+    later = ESTIMATE_EVERY_S
     nearly = START + timedelta(seconds=ESTIMATE_RESOLUTION_S - 1)
-    assert not explanations.stale(1, _written(start=nearly, at=0.1), NOW)
+    assert not explanations.stale(1, _written(start=nearly, at=later), NOW)
     moved = START + timedelta(seconds=ESTIMATE_RESOLUTION_S)
-    assert explanations.stale(1, _written(start=moved, at=0.1), NOW)
-    assert explanations.stale(1, _written(start=None, at=0.1), NOW)
+    assert explanations.stale(1, _written(start=moved, at=later), NOW)
 
 
 def test_an_estimate_far_ahead_is_written_once_it_moves_by_a_share_of_the_wait() -> None:
     explanations = _remembering(_written())
     an_hour_before = START - timedelta(hours=1)  # the estimate is an hour away
-    share = ESTIMATE_SHARE * 3600
+    share, later = ESTIMATE_SHARE * 3600, ESTIMATE_EVERY_S
     nearly = START + timedelta(seconds=share - 1)
-    assert not explanations.stale(1, _written(start=nearly, at=0.1), an_hour_before)
+    assert not explanations.stale(1, _written(start=nearly, at=later), an_hour_before)
     moved = START + timedelta(seconds=share)
-    assert explanations.stale(1, _written(start=moved, at=0.1), an_hour_before)
+    assert explanations.stale(1, _written(start=moved, at=later), an_hour_before)
+
+
+def test_a_moved_estimate_waits_its_interval_but_one_gone_or_new_does_not() -> None:
+    explanations = _remembering(_written())
+    moved = START + timedelta(minutes=5)
+    assert not explanations.stale(1, _written(start=moved, at=ESTIMATE_EVERY_S - 0.1), NOW)
+    assert explanations.stale(1, _written(start=moved, at=ESTIMATE_EVERY_S), NOW)
+    # No estimate any more (or one at last): that is news, written at once.
+    assert explanations.stale(1, _written(start=None, at=0.1), NOW)
+    assert _remembering(_written(start=None)).stale(1, _written(at=0.1), NOW)
 
 
 def test_figures_alone_are_rewritten_only_every_few_seconds() -> None:
