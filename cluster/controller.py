@@ -15,7 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,6 +50,7 @@ from cluster.observe import (
     slim_pod,
     writing,
 )
+from cluster.pool import RankedPool
 from cluster.provision import Provisioner
 from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
@@ -65,6 +66,8 @@ MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
 RECENT_IDS = 1000
 """Submissions commit out of id order only among the newest jobs (see `_notice_submissions`)."""
+DELETES_FIRST = float("-inf")
+"""A delete's rank in the pool: ahead of every create (creates rank by minus their GPUs)."""
 USAGE_EVERY_S = 1.0
 """A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
@@ -126,7 +129,9 @@ class Controller:
         self.pods: dict[str, dict[str, Obj]] = defaultdict(dict)
         self.cluster_jobs: dict[tuple[str, str], Obj] = {}
         """The portal's Jobs as the watch last reported them, by (namespace, name)."""
-        self.kube_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube")
+        # Deletes first (they free GPUs that admitted jobs wait for), then creates by GPUs, most
+        # first: see `RankedPool`.
+        self.kube_pool = RankedPool(8, "kube")
         self._creating: dict[str, Future[None]] = {}
         """Creates sent to the pool and not yet answered, by Job name."""
         self._deleting: set[str] = set()
@@ -256,7 +261,10 @@ class Controller:
             self.provisioner.sync()
             self._last["reconcile"] = now
         periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
-        if (self._dirty and now >= self._next_cycle) or periodic:
+        # The pause after a cycle (SCHEDULING_SHARE) is for the reports that piled up meanwhile:
+        # with none waiting, it would only leave freed GPUs idle until it ends.
+        paused = now < self._next_cycle and not self.seen.empty()
+        if (self._dirty and not paused) or periodic:
             self._catch_up()
             self.cycle()
         if now - self._last["stops"] >= self.timing.stops_every_s:
@@ -473,7 +481,8 @@ class Controller:
 
     def _create_later(self, job: Job) -> None:
         name = job.k8s_name
-        self._creating[name] = future = self.kube_pool.submit(self._create, job)
+        gpus = job.nodes * job.gpus_per_node
+        self._creating[name] = future = self.kube_pool.submit(self._create, job, rank=-gpus)
         # Registered before it is forgotten, even if the create has already ended.
         future.add_done_callback(lambda done: self._forget_create(name, done))
 
@@ -505,10 +514,10 @@ class Controller:
             self._deleting.add(name)
         creating = self._creating.get(name)
         if creating is None:
-            self.kube_pool.submit(self._delete, namespace, name)
+            self.kube_pool.submit(self._delete, namespace, name, rank=DELETES_FIRST)
         else:  # called at once if the create ended meanwhile
             creating.add_done_callback(
-                lambda _: self.kube_pool.submit(self._delete, namespace, name)
+                lambda _: self.kube_pool.submit(self._delete, namespace, name, rank=DELETES_FIRST)
             )
 
     def _delete_all(self, deletions: list[tuple[str, str]]) -> None:
