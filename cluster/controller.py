@@ -15,7 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,7 +50,6 @@ from cluster.observe import (
     slim_pod,
     writing,
 )
-from cluster.pool import RankedPool
 from cluster.provision import Provisioner
 from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
@@ -66,8 +65,6 @@ MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
 RECENT_IDS = 1000
 """Submissions commit out of id order only among the newest jobs (see `_notice_submissions`)."""
-DELETES_FIRST = float("-inf")
-"""A delete's rank in the pool: ahead of every create (creates rank by minus their GPUs)."""
 USAGE_EVERY_S = 1.0
 """A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
@@ -129,9 +126,7 @@ class Controller:
         self.pods: dict[str, dict[str, Obj]] = defaultdict(dict)
         self.cluster_jobs: dict[tuple[str, str], Obj] = {}
         """The portal's Jobs as the watch last reported them, by (namespace, name)."""
-        # Deletes first (they free GPUs that admitted jobs wait for), then creates by GPUs, most
-        # first: see `RankedPool`.
-        self.kube_pool = RankedPool(8, "kube")
+        self.kube_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube")
         self._creating: dict[str, Future[None]] = {}
         """Creates sent to the pool and not yet answered, by Job name."""
         self._deleting: set[str] = set()
@@ -481,8 +476,7 @@ class Controller:
 
     def _create_later(self, job: Job) -> None:
         name = job.k8s_name
-        gpus = job.nodes * job.gpus_per_node
-        self._creating[name] = future = self.kube_pool.submit(self._create, job, rank=-gpus)
+        self._creating[name] = future = self.kube_pool.submit(self._create, job)
         # Registered before it is forgotten, even if the create has already ended.
         future.add_done_callback(lambda done: self._forget_create(name, done))
 
@@ -514,10 +508,10 @@ class Controller:
             self._deleting.add(name)
         creating = self._creating.get(name)
         if creating is None:
-            self.kube_pool.submit(self._delete, namespace, name, rank=DELETES_FIRST)
+            self.kube_pool.submit(self._delete, namespace, name)
         else:  # called at once if the create ended meanwhile
             creating.add_done_callback(
-                lambda _: self.kube_pool.submit(self._delete, namespace, name, rank=DELETES_FIRST)
+                lambda _: self.kube_pool.submit(self._delete, namespace, name)
             )
 
     def _delete_all(self, deletions: list[tuple[str, str]]) -> None:
