@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.db import connection
@@ -11,7 +12,7 @@ from cluster.manifests import LABEL_JOB
 from cluster.observe import job_may_move, pod_may_move, pod_signature
 from cluster.watchers import Seen
 from jobs.models import Job
-from tests.cluster.conftest import Cluster
+from tests.cluster.conftest import Cluster, controller_leads
 
 
 def _pod(job_id: int, name: str, phase: str, exit_code: int | None = None) -> dict[str, Any]:
@@ -81,3 +82,25 @@ def test_reports_that_move_nothing_read_no_job(cluster: Cluster) -> None:
     assert controller.stats.counts == {"jobs.ADDED": 1, "pods.ADDED": 1}
     assert [q["sql"] for q in queries if Job._meta.db_table in q["sql"]] == []
     assert f"job-{job.pk}-1-0" in controller.pods[f"job-{job.pk}-1"]
+
+
+def test_the_pause_after_a_cycle_holds_only_while_reports_wait(
+    cluster: Cluster, monkeypatch: Any
+) -> None:
+    controller = cluster.controller
+    assert controller_leads(controller)
+    monkeypatch.setattr(controller, "_drain", lambda wait_s: None)  # reports stay waiting
+    monkeypatch.setattr(controller, "_catch_up", lambda: None)
+
+    def step_while_paused() -> int:
+        cycles = controller.stats.cycles
+        controller._dirty = True
+        controller._last["cycle"] = time.monotonic()  # the periodic cycle is not due
+        controller._next_cycle = time.monotonic() + 60
+        controller.step()
+        return controller.stats.cycles - cycles
+
+    controller.seen.put(Seen("nodes", "MODIFIED", {"metadata": {"name": "node-a"}}))
+    assert step_while_paused() == 0  # reports wait: the loop takes them in first
+    controller.seen.get_nowait()
+    assert step_while_paused() == 1  # none wait: the pause would only leave GPUs idle
