@@ -16,6 +16,7 @@ the persisted `JobLogChunk` rows, so a lost or late message costs a query, not a
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from django.db import transaction
 from jobs.models import Job
 from tenants.models import Team
 
+log = logging.getLogger(__name__)
 CLUSTER_GROUP = "cluster.nodes"
 
 
@@ -167,12 +169,20 @@ def own_event_loop() -> Iterator[None]:
 
 
 def send_now(messages: Outgoing) -> None:
-    """Group-send each (group, message) from sync code, all in one hop; returns once sent."""
+    """Group-send each (group, message) from sync code, all in one hop; returns once sent.
+
+    What goes out is a copy of what the database holds (see Delivery above), so a send that
+    fails (Redis away) is logged and dropped: the change it reports has committed, and the
+    process that made it (the controller) carries on.
+    """
     loop: asyncio.AbstractEventLoop | None = getattr(_own, "loop", None)
-    if loop is None:
-        async_to_sync(send_all)(messages)
-    else:
-        loop.run_until_complete(send_all(messages))
+    try:
+        if loop is None:
+            async_to_sync(send_all)(messages)
+        else:
+            loop.run_until_complete(send_all(messages))
+    except Exception as exc:
+        log.warning("live messages not sent (%d): %s", len(messages), exc)
 
 
 def send_on_commit(messages: Outgoing) -> None:

@@ -265,3 +265,17 @@ def test_a_thread_with_its_own_loop_sends_on_it_every_time(monkeypatch: Any) -> 
     assert received == [1, 2, 3]
     # One loop for the block, closed at its end; outside it, one made for the send.
     assert loops[0] is loops[1] and loops[0].is_closed() and loops[2] is not loops[0]
+
+
+def test_a_send_that_fails_is_logged_and_dropped(monkeypatch: Any, caplog: Any) -> None:
+    async def unreachable(messages: Any) -> None:
+        raise ConnectionError("Redis is away")
+
+    monkeypatch.setattr(streams, "send_all", unreachable)
+    with streams.own_event_loop():
+        streams.send_now([("team.1.jobs", {"type": "job.status"})])  # raises nothing
+        streams.send_now([("team.1.jobs", {"type": "job.status"})])  # the loop still works
+    streams.send_now([("team.1.jobs", {"type": "job.status"})])
+
+    failures = [r for r in caplog.records if "live messages not sent" in r.getMessage()]
+    assert len(failures) == 3 and "Redis is away" in failures[0].getMessage()
