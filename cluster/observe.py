@@ -52,8 +52,8 @@ part of a batch's cost. Anything else is loaded when first read."""
 
 @contextmanager
 def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
-    """One transaction in which job rows are locked together and every change is batched (the
-    inserts sent together at the end)."""
+    """One transaction in which job rows are locked together and every change is batched, the
+    writes sent together at its end (`portal.bulk.together`)."""
     with transaction.atomic(), together(), audit.batch(), states.batch():
         yield LockedJobs(only)
 

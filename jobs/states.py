@@ -64,7 +64,7 @@ class _Batch:
         for job_id, job in self.jobs.items():
             by_fields.setdefault(tuple(sorted(self.fields[job_id])), []).append(job)
         # Held with the events (and the audit's writes) by `together()` where the caller opened
-        # one: the rows are locked, so every update finds its row.
+        # one. Nobody reads how many rows changed: the callers hold the rows locked.
         for fields, jobs in by_fields.items():
             write_rows(jobs, fields)
         insert_rows(self.events)

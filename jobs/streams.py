@@ -155,7 +155,7 @@ def own_event_loop() -> Iterator[None]:
     long-running loop without one (the controller's).
 
     Elsewhere `async_to_sync` starts a new event loop for every send from such a thread, and the
-    Redis layer a new connection with it: that was about a twentieth of the controller's CPU.
+    Redis layer a new connection with it: that was about 6 % of the controller's CPU.
     Sync code under an ASGI server needs none of this (its sends go to the server's loop).
     """
     loop = asyncio.new_event_loop()

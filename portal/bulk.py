@@ -39,8 +39,8 @@ _held: ContextVar[dict[str, list[Statement]] | None] = ContextVar("held_writes",
 
 @contextmanager
 def together() -> Iterator[None]:
-    """Hold the writes made inside by `insert_rows` and `execute_later`, and send them when the
-    block ends: on PostgreSQL as one string of statements, in one round trip.
+    """Hold the writes made inside by `insert_rows`, `write_rows` and `execute_later`, and send
+    them when the block ends: on PostgreSQL as one string of statements, in one round trip.
 
     Open it inside the transaction, around writes nothing in the block reads back (the block
     sees none of them until it ends). After an exception nothing held is sent (the transaction
