@@ -51,7 +51,7 @@ from cluster.observe import (
     writing,
 )
 from cluster.provision import Provisioner
-from cluster.snapshot import QueuedRequests, build_snapshot, past_usage
+from cluster.snapshot import PolicyTables, QueuedRequests, build_snapshot, past_usage
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
 from jobs.streams import holding_usage, own_event_loop, publish_usage
@@ -96,6 +96,9 @@ class Timing:
     ways of waiting for GPUs, are rewritten at most this often (`cluster.apply.Explanations`)."""
     estimate_every_s: float = 5.0
     """A waiting job's estimated start, once it has moved, is rewritten at most this often."""
+    policy_every_s: float = 1.0
+    """Teams, quotas and member caps are read for a cycle at most this often
+    (`cluster.snapshot.PolicyTables`)."""
     reconcile_every_s: float = 30.0
     usage_every_s: float = 60.0
     renew_every_s: float = 2.0
@@ -164,6 +167,7 @@ class Controller:
             refresh_s=self.timing.refresh_every_s, estimate_every_s=self.timing.estimate_every_s
         )
         self.queued = QueuedRequests()
+        self.policy = PolicyTables(self.timing.policy_every_s)
         self._usage_teams: dict[int, Team] = {}  # held GPUs changed; figures not sent yet
         self.locked = LockedJobs()  # replaced by each `writing()` block's own
 
@@ -205,6 +209,7 @@ class Controller:
         )
         self._last["explain"] = -1e9  # a new leader explains its first cycle
         self.queued = QueuedRequests()
+        self.policy = PolicyTables(self.timing.policy_every_s)
         self._watch_stop = threading.Event()
         versions = self.reconcile()
         self._watchers = [
@@ -456,7 +461,7 @@ class Controller:
         explain = time.monotonic() - self._last["explain"] >= self.timing.explain_every_s
         phases = self.stats.phase_seconds
         read = time.perf_counter()
-        snapshot = build_snapshot(now, self._usage, self.queued)
+        snapshot = build_snapshot(now, self._usage, self.queued, self.policy)
         decided = time.perf_counter()
         # The queue as kept between cycles (`QueuedRequests`), not sorted afresh every cycle.
         decisions = decide(snapshot, self.queued.index, self.config, explain=explain)

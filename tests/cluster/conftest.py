@@ -26,6 +26,7 @@ FAST = Timing(
     explain_every_s=0.2,
     refresh_every_s=0.5,
     estimate_every_s=0.2,
+    policy_every_s=0.0,
     stops_every_s=0.1,
     reconcile_every_s=2.0,
     renew_every_s=1.0,

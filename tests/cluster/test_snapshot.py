@@ -6,10 +6,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from cluster.snapshot import QueuedRequests
+from cluster.snapshot import PolicyTables, QueuedRequests
 from jobs.actions import cancel_job, submit_job
 from jobs.models import Job, State
 from jobs.spec import parse_spec
+from quotas.models import Quota
 from scheduler.queue import QueueIndex
 from tests.conftest import World, spec
 
@@ -86,3 +87,16 @@ def _streams(index: QueueIndex) -> list[tuple[object, ...]]:
 
 def _job(job_id: int) -> Job:
     return Job.unscoped.get(pk=job_id)
+
+
+def test_policy_tables_are_read_again_once_they_are_older_than_asked(world: World) -> None:
+    kept, fresh = PolicyTables(max_age_s=60), PolicyTables(max_age_s=0)
+    before = kept.current()
+    assert fresh.current() == before
+    Quota.unscoped.filter(team=world.vision).update(limit=24)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert kept.current() == before  # within its age: no query, the old limit
+    assert len(queries) == 0
+    limits = {(q.team, q.gpu_type): q.limit for q in fresh.current()[1]}
+    assert limits["vision", "h100-80g"] == 24
