@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from cluster.apply import (
     ESTIMATE_EVERY_S,
     ESTIMATE_RESOLUTION_S,
@@ -46,23 +48,23 @@ def test_moves_among_the_ways_of_waiting_for_gpus_are_rewritten_only_every_few_s
     assert explanations.stale(1, _written(code="NO_CAPACITY", at=FIGURES_EVERY_S), NOW)
 
 
-def test_an_estimate_that_moves_is_written_once_it_moves_by_the_resolution() -> None:
+@pytest.mark.parametrize(
+    ("now", "threshold_s"),
+    [
+        (NOW, ESTIMATE_RESOLUTION_S),  # half a minute away: the resolution
+        (START - timedelta(hours=1), ESTIMATE_SHARE * 3600),  # an hour away: a share of it
+    ],
+    ids=["near", "far-ahead"],
+)
+def test_an_estimate_is_written_once_it_moves_by_the_resolution_or_a_share_of_the_wait(
+    now: datetime, threshold_s: float
+) -> None:
     explanations = _remembering(_written())
     later = ESTIMATE_EVERY_S
-    nearly = START + timedelta(seconds=ESTIMATE_RESOLUTION_S - 1)
-    assert not explanations.stale(1, _written(start=nearly, at=later), NOW)
-    moved = START + timedelta(seconds=ESTIMATE_RESOLUTION_S)
-    assert explanations.stale(1, _written(start=moved, at=later), NOW)
-
-
-def test_an_estimate_far_ahead_is_written_once_it_moves_by_a_share_of_the_wait() -> None:
-    explanations = _remembering(_written())
-    an_hour_before = START - timedelta(hours=1)  # the estimate is an hour away
-    share, later = ESTIMATE_SHARE * 3600, ESTIMATE_EVERY_S
-    nearly = START + timedelta(seconds=share - 1)
-    assert not explanations.stale(1, _written(start=nearly, at=later), an_hour_before)
-    moved = START + timedelta(seconds=share)
-    assert explanations.stale(1, _written(start=moved, at=later), an_hour_before)
+    nearly = START + timedelta(seconds=threshold_s - 1)
+    assert not explanations.stale(1, _written(start=nearly, at=later), now)
+    moved = START + timedelta(seconds=threshold_s)
+    assert explanations.stale(1, _written(start=moved, at=later), now)
 
 
 def test_a_moved_estimate_waits_its_interval_but_one_gone_or_new_does_not() -> None:
