@@ -98,8 +98,9 @@ class QueuedRequests:
                 "id", "priority", "preemptible"
             )
         }
+        # Unordered: only which ids are there matters, and sorting thousands cost the server.
         queued = dict(
-            Job.unscoped.filter(state=State.QUEUED).order_by("id").values_list("id", "queue_id")
+            Job.unscoped.filter(state=State.QUEUED).order_by().values_list("id", "queue_id")
         )
         for job_id in self._known.keys() - queued.keys():
             self.index.remove(self._known.pop(job_id))
