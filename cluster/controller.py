@@ -30,11 +30,11 @@ from cluster import lease
 from cluster.apply import Explanations, apply_decisions, stop_preempted
 from cluster.backend import ClusterBackend, Obj, Unavailable
 from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
+from cluster.locked import LockedJobs
 from cluster.logs import LogFollowers
 from cluster.manifests import LABEL_JOB, LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     REPORT_FIELDS,
-    LockedJobs,
     explain_admitted,
     ids_of,
     job_may_move,

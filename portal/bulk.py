@@ -113,9 +113,7 @@ def update_rows(
     """Save `fields` of every object in `objs` (all of one model); returns rows updated."""
     if not objs or not fields:
         return 0
-    names = [objs[0]._meta.pk.attname, *(objs[0]._meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
-    rows = [[getattr(obj, name) for name in names] for obj in objs]
-    return update_values(type(objs[0]), fields, rows, where=where)
+    return update_values(type(objs[0]), fields, _rows_of(objs, fields), where=where)
 
 
 def write_rows(objs: Sequence[Model], fields: Sequence[str]) -> None:
@@ -124,11 +122,16 @@ def write_rows(objs: Sequence[Model], fields: Sequence[str]) -> None:
     if not objs or not fields:
         return
     model = type(objs[0])
-    names = [model._meta.pk.attname, *(model._meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
-    rows = [[getattr(obj, name) for name in names] for obj in objs]
     connection = connections[router.db_for_write(model)]
-    for sql, params in statements(connection, model, fields, rows):
+    for sql, params in statements(connection, model, fields, _rows_of(objs, fields)):
         execute_later(sql, params, connection.alias)
+
+
+def _rows_of(objs: Sequence[Model], fields: Sequence[str]) -> list[list[Any]]:
+    """Each object's primary key, then its `fields`, as `update_values` takes them."""
+    meta = objs[0]._meta
+    names = [meta.pk.attname, *(meta.get_field(f).attname for f in fields)]  # type: ignore[union-attr]
+    return [[getattr(obj, name) for name in names] for obj in objs]
 
 
 def update_values(
