@@ -58,9 +58,23 @@ def together() -> Iterator[None]:
         _held.reset(token)
     for alias, statements in held.items():
         sql = "; ".join(statement for statement, _ in statements)
-        with connections[alias].cursor() as cursor:
-            # Client-side binding (Django's default on psycopg 3) sends this as one simple query.
+        with _binding_client_side(connections[alias]) as cursor:
             cursor.execute(sql, [param for _, params in statements for param in params])
+
+
+@contextmanager
+def _binding_client_side(connection: BaseDatabaseWrapper) -> Iterator[Any]:
+    """A cursor that writes the values into the statements and sends them as one simple
+    query, the only way several statements travel together: the connection's own cursors bind
+    on the server (see `DATABASES` in the settings), which takes one statement at a time."""
+    from django.db.backends.postgresql.base import Cursor  # psycopg 3's ClientCursor
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = Cursor(connection.connection)
+    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    with wrap(raw) as cursor:
+        yield cursor
 
 
 def execute_later(sql: str, params: Sequence[Any], using: str = "default") -> None:

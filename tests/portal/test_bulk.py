@@ -199,3 +199,19 @@ def test_held_writes_are_dropped_with_the_block_that_failed(world: World) -> Non
         raise Failed
 
     assert not held.exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_postgresql_prepares_a_statement_run_again_and_again(world: World) -> None:
+    (job,) = _jobs(world, 1)
+    threshold = connection.settings_dict["OPTIONS"]["prepare_threshold"]
+    assert threshold == 5  # DB_PREPARE_AFTER's default
+    for _ in range(threshold + 1):  # each a new query set: one would keep its rows
+        query = Job.unscoped.filter(pk=job.pk).values_list("state_reason", flat=True)
+        assert list(query) == [job.state_reason]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [statement for (statement,) in cursor.fetchall()]
+    # Bound on the server: the value is a parameter of the prepared statement, not in its text.
+    assert any('"state_reason"' in s and "$1" in s for s in prepared), prepared
+

@@ -52,3 +52,24 @@ def test_env_helpers_name_the_variable_on_bad_input(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SOME_SECRET_FILE", "/nonexistent/file")
     with pytest.raises(ImproperlyConfigured, match="SOME_SECRET_FILE: cannot read"):
         env_secret("SOME_SECRET", "x")
+
+
+def test_postgresql_statements_are_prepared_unless_turned_off_for_poolers() -> None:
+    show = "import portal.settings as s; print(s.DATABASES['default']['OPTIONS'])"
+    url = "postgres://portal@127.0.0.1:5432/portal"
+
+    def options(**env: str) -> str:
+        clean = {k: v for k, v in os.environ.items() if k != "DB_PREPARE_AFTER"}
+        result = subprocess.run(
+            [sys.executable, "-c", show],
+            cwd=ROOT,
+            env={**clean, "DATABASE_URL": url, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert "'server_side_binding': True, 'prepare_threshold': 5" in options()
+    assert "'prepare_threshold': None" in options(DB_PREPARE_AFTER="0")
