@@ -214,4 +214,3 @@ def test_postgresql_prepares_a_statement_run_again_and_again(world: World) -> No
         prepared = [statement for (statement,) in cursor.fetchall()]
     # Bound on the server: the value is a parameter of the prepared statement, not in its text.
     assert any('"state_reason"' in s and "$1" in s for s in prepared), prepared
-
