@@ -6,7 +6,9 @@ chain. A rolled-back action rolls its audit event and the head back with it.
 
 Inside `batch()` (the controller applying hundreds of changes in one transaction) the events
 are chained and written together when the block ends: one head advance for all of them, which
-also holds the head's lock for the shortest time.
+also holds the head's lock for the shortest time. Opened outside the transaction's other held
+writes (`portal.bulk.together`), it takes the lock only once those are sent: every submission
+waits for that lock, and it used to wait through the controller's largest writes too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.utils import timezone
 
 from audit.chain import event_hash
 from audit.models import GENESIS_HASH, AuditEvent, AuditHead
-from portal.bulk import execute_later, insert_rows
+from portal.bulk import execute_later, insert_rows, together
 from portal.middleware import current_request_context
 
 if TYPE_CHECKING:
@@ -75,10 +77,11 @@ def _append(events: list[AuditEvent]) -> None:
         event.seq, event.prev_hash = seq, prev_hash
         event.hash = prev_hash = event_hash(event, prev_hash)
         seq += 1
-    # Inside `together()` (a submission, the controller's batches) these two go in one round
-    # trip, and the head's lock is released at the commit right after.
-    insert_rows(events)
-    execute_later(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
+    # These two go in one round trip (with the rest of a submission, inside its `together()`),
+    # and the head's lock is released at the commit right after.
+    with together():
+        insert_rows(events)
+        execute_later(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
 
 
 _pending: ContextVar[list[AuditEvent] | None] = ContextVar("audit_batch", default=None)

@@ -53,8 +53,9 @@ part of a batch's cost. Anything else is loaded when first read."""
 @contextmanager
 def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
     """One transaction in which job rows are locked together and every change is batched, the
-    writes sent together at its end (`portal.bulk.together`)."""
-    with transaction.atomic(), together(), audit.batch(), states.batch():
+    writes sent together at its end (`portal.bulk.together`), and only then the audit events
+    chained: the chain's head is locked from then until the commit (`audit.record.batch`)."""
+    with transaction.atomic(), audit.batch(), together(), states.batch():
         yield LockedJobs(only)
 
 

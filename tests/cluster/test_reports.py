@@ -8,8 +8,9 @@ from typing import Any
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cluster.apply import admit
 from cluster.manifests import LABEL_JOB
-from cluster.observe import job_may_move, pod_may_move, pod_signature
+from cluster.observe import job_may_move, pod_may_move, pod_signature, writing
 from cluster.watchers import Seen
 from jobs.models import Job
 from tests.cluster.conftest import Cluster, controller_leads
@@ -104,3 +105,21 @@ def test_the_pause_after_a_cycle_holds_only_while_reports_wait(
     assert step_while_paused() == 0  # reports wait: the loop takes them in first
     controller.seen.get_nowait()
     assert step_while_paused() == 1  # none wait: the pause would only leave GPUs idle
+
+
+def test_a_batch_locks_the_audit_head_only_after_its_other_writes(cluster: Cluster) -> None:
+    """Every submission waits for the chain's head: a batch takes it last, once its (largest)
+    writes are sent, and holds it from there to its commit."""
+    jobs = [cluster.submit() for _ in range(3)]
+    with CaptureQueriesContext(connection) as queries, writing() as locked:
+        locked.lock([job.pk for job in jobs])
+        for job in jobs:
+            admit(locked.get(job.pk), {"node-a": 1})
+
+    writes = [q["sql"] for q in queries if not q["sql"].startswith(("SELECT", "SAVEPOINT"))]
+    head = next(i for i, sql in enumerate(writes) if sql.startswith("UPDATE audit_audithead"))
+    assert any(sql.startswith('UPDATE "jobs_job"') for sql in writes[:head]), writes
+    assert not any(Job._meta.db_table in sql for sql in writes[head:]), writes
+    assert all(
+        Job.unscoped.get(pk=job.pk).state == "ADMITTED" for job in jobs
+    )  # and it all committed
