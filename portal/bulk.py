@@ -90,7 +90,8 @@ def execute_later(sql: str, params: Sequence[Any], using: str = "default") -> No
 
 def insert_rows(objs: Sequence[Model]) -> None:
     """INSERT every object in `objs` (all of one model, none saved yet); their primary keys are
-    not read back (inside `together()`, the rows go in when the block ends).
+    not read back (inside `together()`, the rows go in when the block ends). Objects given
+    their primary keys (all of them, or none) go in with those.
 
     `bulk_create` binds a placeholder per field and row; for the controller's JobEvents, audit
     events and log chunks (thousands a second at full load) building and binding those cost
@@ -106,7 +107,8 @@ def insert_rows(objs: Sequence[Model]) -> None:
         return
     meta = model._meta
     quote = connection.ops.quote_name
-    columns: list[Field] = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    keyed = objs[0].pk is not None
+    columns: list[Field] = [f for f in meta.concrete_fields if keyed or f is not meta.auto_field]
     names = [f"c{i + 1}" for i in range(len(columns))]
     head = (
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(c.column)) for c in columns)})"

@@ -10,7 +10,7 @@ from django.db import connection
 
 from audit.models import AuditEvent
 from jobs.actions import submit_job
-from jobs.models import Job
+from jobs.models import Job, State
 from jobs.spec import SpecError, parse_spec
 from quotas.models import MemberCap, Queue
 from tenants.models import Team
@@ -199,10 +199,11 @@ def test_a_submission_reads_its_limits_in_one_query(
     ]
     # One read (membership, cap, GPU type, quota and queues together), the job, then the chain's
     # head taken, and the job's event, the audit event and the head's new hash. On PostgreSQL
-    # those last three go in one round trip. The savepoint around them is the test's own
-    # transaction's doing; outside a test it is BEGIN and COMMIT.
+    # the read also takes the job's id, and the job goes in with the last three, in one round
+    # trip. The savepoint around them is the test's own transaction's doing; outside a test it
+    # is BEGIN and COMMIT.
     if connection.vendor == "postgresql":
-        assert statements == [["SELECT"], ["INSERT"], ["UPDATE"], ["INSERT", "INSERT", "UPDATE"]]
+        assert statements == [["SELECT"], ["UPDATE"], ["INSERT", "INSERT", "INSERT", "UPDATE"]]
     else:
         assert statements == [
             ["SELECT"],
@@ -212,3 +213,15 @@ def test_a_submission_reads_its_limits_in_one_query(
             ["INSERT"],
             ["UPDATE"],
         ]
+
+
+def test_a_submitted_job_is_stored_as_the_action_returned_it(world: World) -> None:
+    job = _submit(world, world.vision, world.bob)
+    stored = Job.unscoped.get(pk=job.pk)
+    fields = [f.attname for f in Job._meta.concrete_fields]
+    assert [getattr(job, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert job.events.get().to_state == State.QUEUED  # its first event refers to it
+    assert not job._state.adding  # saved, as far as the model knows: a later save updates
+    job.name = "renamed"
+    job.save(update_fields=["name"])
+    assert Job.unscoped.get(pk=job.pk).name == "renamed"
