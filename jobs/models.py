@@ -37,8 +37,16 @@ class Job(TenantOwned):
     """A GPU job: its spec as submitted, where it stands, and why it waits."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    queue = models.ForeignKey("quotas.Queue", on_delete=models.PROTECT, related_name="jobs")
-    gpu_type = models.ForeignKey("quotas.GpuType", on_delete=models.PROTECT, related_name="jobs")
+    # No index of their own for these two (nor for the jobs a job was preempted for or cloned
+    # from, which have partial ones below): every job's state changes rewrite its row's entry
+    # in each index, four times in its life, and nothing reads jobs by queue or GPU type alone
+    # but the rare deletion of one.
+    queue = models.ForeignKey(
+        "quotas.Queue", on_delete=models.PROTECT, related_name="jobs", db_index=False
+    )
+    gpu_type = models.ForeignKey(
+        "quotas.GpuType", on_delete=models.PROTECT, related_name="jobs", db_index=False
+    )
     name = models.CharField(max_length=40)
     image = models.CharField(max_length=255)
     command = models.JSONField(default=list)
@@ -67,10 +75,10 @@ class Job(TenantOwned):
         null=True, blank=True, help_text="Set when preempted: the job is stopped at this time."
     )
     preempted_for = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     cloned_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
 
     submitted_at = models.DateTimeField(auto_now_add=True)
@@ -83,6 +91,17 @@ class Job(TenantOwned):
         indexes = [
             models.Index(fields=["team", "state"]),
             models.Index(fields=["state", "submitted_at"]),
+            # Only the few rows that have one: deleting jobs finds what refers to them here.
+            models.Index(
+                fields=["preempted_for"],
+                name="jobs_job_preempted_for_set",
+                condition=models.Q(preempted_for__isnull=False),
+            ),
+            models.Index(
+                fields=["cloned_from"],
+                name="jobs_job_cloned_from_set",
+                condition=models.Q(cloned_from__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
