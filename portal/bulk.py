@@ -67,11 +67,11 @@ def _binding_client_side(connection: BaseDatabaseWrapper) -> Iterator[Any]:
     """A cursor that writes the values into the statements and sends them as one simple
     query, the only way several statements travel together: the connection's own cursors bind
     on the server (see `DATABASES` in the settings), which takes one statement at a time."""
-    from django.db.backends.postgresql.base import Cursor  # psycopg 3's ClientCursor
+    import psycopg  # PostgreSQL's driver: only PostgreSQL holds writes (see `execute_later`)
 
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        raw = Cursor(connection.connection)
+        raw: Any = psycopg.ClientCursor(connection.connection)
     wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
     with wrap(raw) as cursor:
         yield cursor
