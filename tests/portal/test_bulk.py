@@ -205,7 +205,8 @@ def test_held_writes_are_dropped_with_the_block_that_failed(world: World) -> Non
 def test_postgresql_prepares_a_statement_run_again_and_again(world: World) -> None:
     (job,) = _jobs(world, 1)
     threshold = connection.settings_dict["OPTIONS"]["prepare_threshold"]
-    assert threshold == 5  # DB_PREPARE_AFTER's default
+    if threshold is None:
+        pytest.skip("preparing is turned off here (DB_PREPARE_AFTER=0)")
     for _ in range(threshold + 1):  # each a new query set: one would keep its rows
         query = Job.unscoped.filter(pk=job.pk).values_list("state_reason", flat=True)
         assert list(query) == [job.state_reason]
