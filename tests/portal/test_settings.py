@@ -14,10 +14,13 @@ from portal.env import env_bool, env_secret
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_settings(**env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "AUDIT_KEY"}}
+def _load_settings(
+    code: str = "import portal.settings", **env: str
+) -> subprocess.CompletedProcess[str]:
+    unset = {"SECRET_KEY", "AUDIT_KEY", "DB_PREPARE_AFTER"}
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
-        [sys.executable, "-c", "import portal.settings"],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env={**clean, **env},
         capture_output=True,
@@ -59,15 +62,7 @@ def test_postgresql_statements_are_prepared_unless_turned_off_for_poolers() -> N
     url = "postgres://portal@127.0.0.1:5432/portal"
 
     def options(**env: str) -> str:
-        clean = {k: v for k, v in os.environ.items() if k != "DB_PREPARE_AFTER"}
-        result = subprocess.run(
-            [sys.executable, "-c", show],
-            cwd=ROOT,
-            env={**clean, "DATABASE_URL": url, **env},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _load_settings(show, DATABASE_URL=url, **env)
         assert result.returncode == 0, result.stderr
         return result.stdout
 
