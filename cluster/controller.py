@@ -51,7 +51,13 @@ from cluster.observe import (
     writing,
 )
 from cluster.provision import Provisioner
-from cluster.snapshot import PolicyTables, QueuedRequests, build_snapshot, past_usage
+from cluster.snapshot import (
+    RECENT_IDS,
+    PolicyTables,
+    QueuedRequests,
+    build_snapshot,
+    past_usage,
+)
 from cluster.watchers import Seen, Watcher
 from jobs.models import HOLDING_STATES, Job, State
 from jobs.streams import holding_usage, own_event_loop, publish_usage
@@ -63,8 +69,6 @@ SELECTOR = f"{LABEL_MANAGED}={PORTAL}"
 WARNINGS = "type=Warning"  # the only Events the controller acts on (`explain_admitted`)
 MAX_BATCH = 2000
 """Watch reports applied in one transaction at most, so one turn never outlasts the lease."""
-RECENT_IDS = 1000
-"""Submissions commit out of id order only among the newest jobs (see `_notice_submissions`)."""
 KUBE_THREADS = 24
 """Creates and deletes in flight at once. A cycle admits hundreds of jobs together, and each
 holds its GPUs from its admission: with 8, small jobs waited 0.75 s for their create in the
@@ -476,6 +480,7 @@ class Controller:
         if explain:
             self._last["explain"] = time.monotonic()
         self._delete_all(applied.deletions)
+        self.queued.left(job.pk for job in applied.admitted)
         for job in applied.admitted:
             self._create_later(job)
         took = time.perf_counter() - started

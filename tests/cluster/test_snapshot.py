@@ -50,8 +50,65 @@ def test_a_cycle_reads_whole_rows_only_of_jobs_it_has_not_seen(world: World) -> 
     queue.current()
     with CaptureQueriesContext(connection) as queries:
         queue.current()
-    assert len(queries) == 2  # the queues' priorities and the queued ids, nothing per job
+    assert len(queries) == 3  # the queues' priorities, the older ids' checksum, the newest ids
     assert all("owner" not in q["sql"] and "auth_user" not in q["sql"] for q in queries)
+
+
+def test_older_jobs_are_checked_not_read_while_nothing_moved_them(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 2)
+    queue = QueuedRequests()
+    jobs = [_submit(world, name=f"job-{i}") for i in range(6)]
+    queue.current()
+    newer = _submit(world, name="newer")
+    with CaptureQueriesContext(connection) as queries:
+        assert [r.id for r in queue.current()] == [*jobs, newer]
+    # The older four are counted, not read: ids are read only above the newest known but two,
+    # and a whole row only for the new job.
+    sql = [q["sql"] for q in queries if "jobs_job" in q["sql"]]
+    assert len(sql) == 3
+    assert "COUNT(*)" in sql[0]
+    assert f'"jobs_job"."id" > {jobs[-1] - 2}' in sql[1]
+    assert f'"jobs_job"."id" IN ({newer})' in sql[2]
+
+
+def test_what_moves_older_jobs_is_caught_by_the_checksum(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 2)
+    queue = QueuedRequests()
+    jobs = [_submit(world, name=f"job-{i}") for i in range(6)]
+    queue.current()
+
+    cancel_job(_job(jobs[0]), acting_user=world.bob)  # older than the newest ids
+    assert [r.id for r in queue.current()] == jobs[1:]
+
+    Job.unscoped.filter(pk__in=jobs[1:3]).update(state=State.ADMITTED)
+    queue.left(jobs[1:3])  # as the controller reports its admissions
+    assert [r.id for r in queue.current()] == jobs[3:]
+
+    Job.unscoped.filter(pk=jobs[1]).update(state=State.QUEUED)  # requeued: back among the old
+    assert [r.id for r in queue.current()] == [jobs[1], *jobs[3:]]
+
+    Job.unscoped.filter(pk=jobs[3]).update(state=State.ADMITTED)  # admitted, left untold
+    requests = queue.current()
+    assert [r.id for r in requests] == [jobs[1], *jobs[4:]]
+    assert _streams(queue.index) == _streams(QueueIndex.from_jobs(requests))
+
+
+def test_a_submission_that_commits_late_below_the_newest_ids_is_found(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 1)
+    queue = QueuedRequests()
+    jobs = [_submit(world, name=f"job-{i}") for i in range(4)]
+    Job.unscoped.filter(pk=jobs[1]).update(state=State.ADMITTED)  # not visible yet
+    assert [r.id for r in queue.current()] == [jobs[0], *jobs[2:]]
+    Job.unscoped.filter(pk=jobs[1]).update(state=State.QUEUED)  # its commit, long after
+    requests = queue.current()
+    assert [r.id for r in requests] == jobs
+    assert _streams(queue.index) == _streams(QueueIndex.from_jobs(requests))
 
 
 def test_the_kept_index_matches_one_built_afresh(world: World) -> None:
