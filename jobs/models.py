@@ -102,6 +102,11 @@ class Job(TenantOwned):
                 name="jobs_job_cloned_from_set",
                 condition=models.Q(cloned_from__isnull=False),
             ),
+            # The controller's view of the queue (`cluster.snapshot.QueuedRequests`) counts and
+            # reads queued ids every cycle: from this index alone, without the rows.
+            models.Index(
+                fields=["id"], name="jobs_job_queued", condition=models.Q(state=State.QUEUED)
+            ),
         ]
 
     def __str__(self) -> str:
