@@ -51,10 +51,10 @@ def _prepare(queued: int, ended: int) -> None:
     teams = [Team.objects.create(slug=f"team-{t}", name=f"Team {t}") for t in range(30)]
     queues = [Queue.objects.create(team=t, name="normal", priority=100) for t in teams]
     # Interleaved as a busy cluster leaves them: waiting jobs among ended ones.
-    every = max(1, (queued + ended) // max(1, ended)) if ended else 0
+    total = queued + ended
     states = [
-        State.SUCCEEDED if every and i % every == every - 1 else State.QUEUED
-        for i in range(queued + ended)
+        State.QUEUED if i * queued // total != (i + 1) * queued // total else State.SUCCEEDED
+        for i in range(total)
     ]
     _jobs(gpu, user, teams, queues, states)
 

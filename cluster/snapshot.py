@@ -160,8 +160,9 @@ class QueuedRequests:
                 self._checksum.add(job_id, -1)
 
     def _newest_only(self) -> bool:
-        """Bring the newest ids up to date; False where the older ones moved too."""
-        if not self._known:
+        """Bring the newest ids up to date; False where the older ones moved too, or where the
+        queue is short enough that reading it whole costs no more than the checksum's query."""
+        if len(self._known) < 2 * RECENT_IDS:
             return False
         settled = next(reversed(self._known)) - RECENT_IDS
         recent = []  # known ids above `settled`, newest first
