@@ -54,12 +54,18 @@ def test_a_cycle_reads_whole_rows_only_of_jobs_it_has_not_seen(world: World) -> 
     assert all("owner" not in q["sql"] and "auth_user" not in q["sql"] for q in queries)
 
 
+def _kept(
+    world: World, monkeypatch: pytest.MonkeyPatch, *, recent: int, jobs: int
+) -> tuple[QueuedRequests, list[int]]:
+    """A queue whose newest `recent` ids are read each time, and `jobs` submitted jobs."""
+    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", recent)
+    return QueuedRequests(), [_submit(world, name=f"job-{i}") for i in range(jobs)]
+
+
 def test_older_jobs_are_checked_not_read_while_nothing_moved_them(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 2)
-    queue = QueuedRequests()
-    jobs = [_submit(world, name=f"job-{i}") for i in range(6)]
+    queue, jobs = _kept(world, monkeypatch, recent=2, jobs=6)
     queue.current()
     newer = _submit(world, name="newer")
     with CaptureQueriesContext(connection) as queries:
@@ -76,9 +82,7 @@ def test_older_jobs_are_checked_not_read_while_nothing_moved_them(
 def test_what_moves_older_jobs_is_caught_by_the_checksum(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 2)
-    queue = QueuedRequests()
-    jobs = [_submit(world, name=f"job-{i}") for i in range(6)]
+    queue, jobs = _kept(world, monkeypatch, recent=2, jobs=6)
     queue.current()
 
     cancel_job(_job(jobs[0]), acting_user=world.bob)  # older than the newest ids
@@ -100,9 +104,7 @@ def test_what_moves_older_jobs_is_caught_by_the_checksum(
 def test_a_submission_that_commits_late_below_the_newest_ids_is_found(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("cluster.snapshot.RECENT_IDS", 1)
-    queue = QueuedRequests()
-    jobs = [_submit(world, name=f"job-{i}") for i in range(4)]
+    queue, jobs = _kept(world, monkeypatch, recent=1, jobs=4)
     Job.unscoped.filter(pk=jobs[1]).update(state=State.ADMITTED)  # not visible yet
     assert [r.id for r in queue.current()] == [jobs[0], *jobs[2:]]
     Job.unscoped.filter(pk=jobs[1]).update(state=State.QUEUED)  # its commit, long after
