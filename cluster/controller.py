@@ -15,7 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,6 +50,7 @@ from cluster.observe import (
     slim_pod,
     writing,
 )
+from cluster.pool import RankedPool
 from cluster.provision import Provisioner
 from cluster.snapshot import (
     RECENT_IDS,
@@ -73,7 +74,11 @@ KUBE_THREADS = 24
 """Creates and deletes in flight at once. A cycle admits hundreds of jobs together, and each
 holds its GPUs from its admission: with 8, small jobs waited 0.75 s for their create in the
 Kueue replay, each create taking about 40 ms, mostly waiting for the API server's loop and
-this process's interpreter lock, not working. Within `load_api_client`'s 64 connections."""
+this process's interpreter lock, not working. Within `load_api_client`'s 64 connections.
+
+Deletes go first (they free GPUs that admitted jobs' pods wait for), then creates by the GPUs
+their jobs hold, most first (`cluster.pool`)."""
+DELETE_RANK = (0.0,)
 USAGE_EVERY_S = 1.0
 """A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
@@ -138,7 +143,7 @@ class Controller:
         self.pods: dict[str, dict[str, Obj]] = defaultdict(dict)
         self.cluster_jobs: dict[tuple[str, str], Obj] = {}
         """The portal's Jobs as the watch last reported them, by (namespace, name)."""
-        self.kube_pool = ThreadPoolExecutor(max_workers=KUBE_THREADS, thread_name_prefix="kube")
+        self.kube_pool = RankedPool(KUBE_THREADS, "kube")
         self._creating: dict[str, Future[None]] = {}
         """Creates sent to the pool and not yet answered, by Job name."""
         self._deleting: set[str] = set()
@@ -491,7 +496,8 @@ class Controller:
 
     def _create_later(self, job: Job) -> None:
         name = job.k8s_name
-        self._creating[name] = future = self.kube_pool.submit(self._create, job)
+        rank = (1.0, -job.total_gpus)
+        self._creating[name] = future = self.kube_pool.submit(rank, self._create, job)
         # Registered before it is forgotten, even if the create has already ended.
         future.add_done_callback(lambda done: self._forget_create(name, done))
 
@@ -519,14 +525,16 @@ class Controller:
         """Delete a Job, after its create if that is still on its way: a delete that overtook
         its create (a job preempted just after its admission) would find nothing, and the Job
         created after it would run unaccounted until reconciliation found it."""
+        creating = self._creating.get(name)
+        if creating is not None and creating.cancel():
+            return  # still waiting for a thread, now never sent: there is nothing to delete
         with self._deleting_lock:
             self._deleting.add(name)
-        creating = self._creating.get(name)
         if creating is None:
-            self.kube_pool.submit(self._delete, namespace, name)
+            self.kube_pool.submit(DELETE_RANK, self._delete, namespace, name)
         else:  # called at once if the create ended meanwhile
             creating.add_done_callback(
-                lambda _: self.kube_pool.submit(self._delete, namespace, name)
+                lambda _: self.kube_pool.submit(DELETE_RANK, self._delete, namespace, name)
             )
 
     def _delete_all(self, deletions: list[tuple[str, str]]) -> None:

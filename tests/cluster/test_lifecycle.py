@@ -238,6 +238,71 @@ def test_a_job_stopped_while_its_create_is_on_its_way_leaves_no_job_behind(
         time.sleep(0.1)
 
 
+def _one_busy_thread(cluster: Cluster) -> threading.Event:
+    """Give the controller one create/delete thread and hold it until the event is set."""
+    from cluster.pool import RankedPool
+
+    cluster.controller.kube_pool.shutdown(wait=True)
+    pool = cluster.controller.kube_pool = RankedPool(1, "kube")
+    started, release = threading.Event(), threading.Event()
+    pool.submit((-1.0,), lambda: (started.set(), release.wait(10)))
+    assert started.wait(10)
+    return release
+
+
+def test_creates_waiting_for_a_thread_go_out_most_gpus_first(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created: list[str] = []
+    create = cluster.backend.create_job
+
+    def recorded(obj: dict[str, Any]) -> bool:
+        created.append(obj["metadata"]["name"])
+        return create(obj)
+
+    monkeypatch.setattr(cluster.backend, "create_job", recorded)
+    cluster.drive(lambda: Node.objects.count() == 12)
+    release = _one_busy_thread(cluster)
+    jobs = [cluster.submit(runtime_s=600, gpus_per_node=n) for n in (1, 8, 2)]
+    cluster.drive(lambda: all(cluster.state(job) == State.ADMITTED for job in jobs))
+    release.set()
+    cluster.drive(lambda: all(cluster.state(job) == State.RUNNING for job in jobs))
+
+    assert created == [jobs[1].k8s_name, jobs[2].k8s_name, jobs[0].k8s_name]
+
+
+def test_a_job_stopped_before_its_create_was_sent_is_never_created(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.actions import cancel_job
+
+    sent: list[str] = []  # names of the Jobs created or deleted
+    create, delete = cluster.backend.create_job, cluster.backend.delete_job
+
+    def recorded_create(obj: dict[str, Any]) -> bool:
+        sent.append(obj["metadata"]["name"])
+        return create(obj)
+
+    def recorded_delete(namespace: str, name: str) -> bool:
+        sent.append(name)
+        return delete(namespace, name)
+
+    monkeypatch.setattr(cluster.backend, "create_job", recorded_create)
+    monkeypatch.setattr(cluster.backend, "delete_job", recorded_delete)
+    cluster.drive(lambda: Node.objects.count() == 12)
+    release = _one_busy_thread(cluster)
+    job = cluster.submit(runtime_s=600)
+    cluster.drive(lambda: cluster.state(job) == State.ADMITTED)
+    name = job.k8s_name
+    cancel_job(job, acting_user=cluster.world.bob)
+    cluster.drive(lambda: Job.unscoped.get(pk=job.pk).k8s_name == "")
+    release.set()
+    cluster.controller.kube_pool.shutdown(wait=True)  # whatever waited has gone out
+
+    assert name not in sent  # neither created nor deleted
+    assert not [o for o in cluster.backend.list("jobs").items if o["metadata"]["name"] == name]
+
+
 def test_a_job_being_deleted_is_not_reported_as_a_stray(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
