@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from audit import record as audit
 from audit.record import record
@@ -24,7 +23,7 @@ from cluster.manifests import LABEL_JOB, job_of_pod
 from jobs import states
 from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
 from jobs.states import save, transition
-from portal.bulk import together
+from portal.bulk import together, transaction_together
 
 NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
 
@@ -55,7 +54,7 @@ def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
     """One transaction in which job rows are locked together and every change is batched, the
     writes sent together at its end (`portal.bulk.together`), and only then the audit events
     chained: the chain's head is locked from then until the commit (`audit.record.batch`)."""
-    with transaction.atomic(), audit.batch(), together(), states.batch():
+    with transaction_together(), audit.batch(), together(), states.batch():
         yield LockedJobs(only)
 
 

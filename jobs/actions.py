@@ -12,7 +12,7 @@ from audit.record import record
 from jobs.models import TERMINAL_STATES, Job, JobEvent, State
 from jobs.spec import JobSpec, SpecError, masked_env, parse_spec
 from jobs.states import transition
-from portal.bulk import insert_rows, together
+from portal.bulk import insert_rows, together, transaction_together
 from quotas.models import GpuType, Queue
 from tenants.models import Team
 
@@ -175,7 +175,7 @@ def _create(
     _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
     # The job, its first event, its audit event and the audit head's hash go in one round trip
     # (on PostgreSQL, where the job's id is known already).
-    with transaction.atomic(), together():
+    with transaction_together(), together():
         job = Job(
             id=limits.job_id,
             team=team,

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import orjson
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
@@ -35,6 +35,49 @@ BATCH_ROWS = 500
 Statement = tuple[str, list[Any]]
 
 _held: ContextVar[dict[str, list[Statement]] | None] = ContextVar("held_writes", default=None)
+_at_commit: ContextVar[dict[str, list[Statement]] | None] = ContextVar(
+    "writes_at_commit", default=None
+)
+
+
+@contextmanager
+def transaction_together(using: str = "default") -> Iterator[None]:
+    """`transaction.atomic()`, where the writes `together()` blocks send last go with the COMMIT.
+
+    On PostgreSQL, in the outermost block: a `together()` block that ends inside it leaves its
+    writes waiting, and they go before the next statement the transaction runs, or with its
+    COMMIT, in one round trip. A submission, and each batch of the controller's, wrote the audit
+    chain's head and then committed, one round trip each, with the head locked through both;
+    every other writer of the chain waited for them. Elsewhere, and nested, it is
+    `transaction.atomic()`.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic(using=using):
+            yield
+        return
+    waiting: list[Statement] = []
+
+    def after_waiting(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if waiting:
+            _send(using, _taken(waiting))
+        return execute(sql, params, many, context)
+
+    with transaction.atomic(using=using), connection.execute_wrapper(after_waiting):
+        token = _at_commit.set((_at_commit.get() or {}) | {using: waiting})
+        try:
+            yield
+        finally:
+            _at_commit.reset(token)
+        if waiting and not connection.needs_rollback:
+            _send(using, [*_taken(waiting), ("COMMIT", [])])  # the commit that follows is a no-op
+
+
+def _taken(statements: list[Statement]) -> list[Statement]:
+    """The statements, leaving the list empty (so that sending them waits for none)."""
+    taken = list(statements)
+    statements.clear()
+    return taken
 
 
 @contextmanager
@@ -57,9 +100,18 @@ def together() -> Iterator[None]:
     finally:
         _held.reset(token)
     for alias, statements in held.items():
-        sql = "; ".join(statement for statement, _ in statements)
-        with _binding_client_side(connections[alias]) as cursor:
-            cursor.execute(sql, [param for _, params in statements for param in params])
+        waiting = (_at_commit.get() or {}).get(alias)
+        if waiting is not None:  # in a `transaction_together()`: sent with what runs next
+            waiting.extend(statements)
+        else:
+            _send(alias, statements)
+
+
+def _send(alias: str, statements: list[Statement]) -> None:
+    """The statements as one string, in one round trip."""
+    sql = "; ".join(statement for statement, _ in statements)
+    with _binding_client_side(connections[alias]) as cursor:
+        cursor.execute(sql, [param for _, params in statements for param in params])
 
 
 @contextmanager

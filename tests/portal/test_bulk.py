@@ -20,6 +20,7 @@ from portal.bulk import (
     insert_rows,
     statements,
     together,
+    transaction_together,
     update_rows,
 )
 from tests.conftest import World, spec
@@ -199,6 +200,72 @@ def test_held_writes_are_dropped_with_the_block_that_failed(world: World) -> Non
         raise Failed
 
     assert not held.exists()
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="only PostgreSQL holds writes"
+)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)  # the transaction must be the outermost one
+def test_the_last_held_writes_go_with_the_commit_in_one_round_trip(world: World) -> None:
+    (job,) = _jobs(world, 1)
+    held = JobEvent.unscoped.filter(reason__startswith="held")
+    with CaptureQueriesContext(connection) as queries, transaction_together():
+        with together():
+            insert_rows(_events(job, 1))
+        seen = held.count()  # a statement after them: the waiting writes go first
+        with together():
+            insert_rows(_events(job, 2))
+
+    assert seen == 1 and held.count() == 3
+    inserted, counted, committed = [q["sql"] for q in queries if "held" in q["sql"]]
+    assert inserted.startswith("INSERT") and "COMMIT" not in inserted
+    assert counted.startswith("SELECT")
+    assert committed.startswith("INSERT") and committed.endswith("; COMMIT")
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_writes_waiting_for_the_commit_are_dropped_with_a_failed_transaction(
+    world: World,
+) -> None:
+    (job,) = _jobs(world, 1)
+
+    class Failed(Exception):
+        pass
+
+    with pytest.raises(Failed), transaction_together():
+        with together():
+            insert_rows(_events(job, 1))
+        raise Failed
+
+    assert not JobEvent.unscoped.filter(reason__startswith="held").exists()
+
+
+@postgresql_only
+def test_inside_another_transaction_nothing_commits_early(world: World) -> None:
+    (job,) = _jobs(world, 1)
+    outer = transaction.atomic()
+    with CaptureQueriesContext(connection) as queries, outer, transaction_together(), together():
+        insert_rows(_events(job, 1))
+
+    assert [q for q in queries if "COMMIT" in q["sql"]] == []
+    assert JobEvent.unscoped.filter(reason__startswith="held").count() == 1
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_locks_the_audit_head_for_two_round_trips(world: World) -> None:
+    _jobs(world, 1)  # the chain's head exists (a flushed database has none until then)
+    with CaptureQueriesContext(connection) as queries:
+        job = submit_job(world.vision, parse_spec(spec()), acting_user=world.bob)
+
+    sent = [q["sql"] for q in queries if q["sql"] != "COMMIT"]  # Django's own, then a no-op
+    head = next(i for i, sql in enumerate(sent) if sql.startswith("UPDATE audit_audithead"))
+    assert len(sent[head + 1 :]) == 1 and sent[-1].endswith("; COMMIT")
+    assert AuditEvent.chain.filter(action="job.submit", target_id=str(job.pk)).exists()
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
