@@ -8,6 +8,7 @@ import pytest
 
 from cluster.apply import (
     ESTIMATE_EVERY_S,
+    ESTIMATE_INTERVAL_SHARE,
     ESTIMATE_RESOLUTION_S,
     ESTIMATE_SHARE,
     FIGURES_EVERY_S,
@@ -60,18 +61,30 @@ def test_an_estimate_is_written_once_it_moves_by_the_resolution_or_a_share_of_th
     now: datetime, threshold_s: float
 ) -> None:
     explanations = _remembering(_written())
-    later = ESTIMATE_EVERY_S
+    later = ESTIMATE_INTERVAL_SHARE * (START - now).total_seconds()  # long enough since
     nearly = START + timedelta(seconds=threshold_s - 1)
     assert not explanations.stale(1, _written(start=nearly, at=later), now)
     moved = START + timedelta(seconds=threshold_s)
     assert explanations.stale(1, _written(start=moved, at=later), now)
 
 
-def test_a_moved_estimate_waits_its_interval_but_one_gone_or_new_does_not() -> None:
+@pytest.mark.parametrize(
+    ("left_s", "interval_s"),
+    [
+        (10, ESTIMATE_EVERY_S),  # due in ten seconds: every few seconds
+        (120, ESTIMATE_INTERVAL_SHARE * 120),  # due in two minutes: a share of them
+    ],
+    ids=["near", "minutes-ahead"],
+)
+def test_a_moved_estimate_waits_its_interval(left_s: float, interval_s: float) -> None:
     explanations = _remembering(_written())
-    moved = START + timedelta(minutes=5)
-    assert not explanations.stale(1, _written(start=moved, at=ESTIMATE_EVERY_S - 0.1), NOW)
-    assert explanations.stale(1, _written(start=moved, at=ESTIMATE_EVERY_S), NOW)
+    now, moved = START - timedelta(seconds=left_s), START + timedelta(minutes=5)
+    assert not explanations.stale(1, _written(start=moved, at=interval_s - 0.1), now)
+    assert explanations.stale(1, _written(start=moved, at=interval_s), now)
+
+
+def test_an_estimate_gone_or_new_is_written_at_once() -> None:
+    explanations = _remembering(_written())
     # No estimate any more (or one at last): that is news, written at once.
     assert explanations.stale(1, _written(start=None, at=0.1), NOW)
     assert _remembering(_written(start=None)).stale(1, _written(at=0.1), NOW)
