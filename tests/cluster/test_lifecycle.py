@@ -168,6 +168,37 @@ def test_a_waiting_job_keeps_why_and_when_until_it_is_admitted(cluster: Cluster)
     )
 
 
+def test_a_slow_explaining_cycle_spaces_out_the_next_explanations(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    import cluster.controller as module
+
+    explained: list[bool] = []
+    decide = module.decide
+
+    def slow_to_explain(*args: Any, explain: bool) -> Any:
+        explained.append(explain)
+        if explain:
+            time.sleep(0.1)  # as a long queue's explanations take
+        return decide(*args, explain=explain)
+
+    monkeypatch.setattr(module, "decide", slow_to_explain)
+    controller = cluster.controller
+    controller.timing = replace(controller.timing, explain_every_s=0.0)
+    cluster.drive(lambda: Node.objects.count() == 12)
+    controller._last["explain"] = -1e9  # due
+    explained.clear()
+
+    controller.cycle()
+    controller.cycle()  # at once: the last explanation's share of the time is spent
+    assert controller._explain_gap >= 0.1 * (1 / module.EXPLAIN_SHARE - 1)
+    time.sleep(controller._explain_gap)
+    controller.cycle()
+    assert explained == [True, False, True]
+
+
 def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
     cluster: Cluster,
 ) -> None:
