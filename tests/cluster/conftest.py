@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import pytest
 
 from cluster.controller import Controller, Timing
 from cluster.kube import KubernetesBackend, load_api_client
+from cluster.pool import RankedPool
 from jobs.actions import submit_job
 from jobs.models import Job
 from jobs.spec import parse_spec
@@ -78,6 +80,19 @@ class Cluster:
     def state(self, job: Job) -> str:
         job.refresh_from_db()
         return job.state
+
+
+def blocked(pool: RankedPool) -> threading.Event:
+    """Hold one of the pool's threads (its only one, in these tests) until the event is set."""
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(10)
+
+    pool.submit((-1.0,), hold)
+    assert started.wait(10)
+    return release
 
 
 def controller_leads(controller: Controller) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from cluster.manifests import LABEL_JOB
 from cluster.models import JobLogChunk, Node
 from jobs.models import Job, State
-from tests.cluster.conftest import Cluster
+from tests.cluster.conftest import Cluster, blocked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -274,11 +274,8 @@ def _one_busy_thread(cluster: Cluster) -> threading.Event:
     from cluster.pool import RankedPool
 
     cluster.controller.kube_pool.shutdown(wait=True)
-    pool = cluster.controller.kube_pool = RankedPool(1, "kube")
-    started, release = threading.Event(), threading.Event()
-    pool.submit((-1.0,), lambda: (started.set(), release.wait(10)))
-    assert started.wait(10)
-    return release
+    cluster.controller.kube_pool = RankedPool(1, "kube")
+    return blocked(cluster.controller.kube_pool)
 
 
 def test_creates_waiting_for_a_thread_go_out_most_gpus_first(

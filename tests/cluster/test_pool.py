@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from cluster.pool import RankedPool
-
-
-def _blocked(pool: RankedPool) -> threading.Event:
-    """Hold the pool's one thread until the returned event is set."""
-    started, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        started.set()
-        release.wait(10)
-
-    pool.submit((0.0,), hold)
-    assert started.wait(10)
-    return release
+from tests.cluster.conftest import blocked
 
 
 def test_waiting_calls_run_lowest_rank_first_and_equal_ranks_in_order() -> None:
-    pool, ran = RankedPool(1, "test"), []
-    release = _blocked(pool)
+    pool = RankedPool(1, "test")
+    ran: list[str] = []
+    release = blocked(pool)
     for rank, name in [(3.0, "c"), (1.0, "a1"), (2.0, "b"), (1.0, "a2")]:
         pool.submit((rank,), ran.append, name)
     release.set()
@@ -33,8 +20,9 @@ def test_waiting_calls_run_lowest_rank_first_and_equal_ranks_in_order() -> None:
 
 
 def test_a_call_cancelled_while_waiting_never_runs() -> None:
-    pool, ran = RankedPool(1, "test"), []
-    release = _blocked(pool)
+    pool = RankedPool(1, "test")
+    ran: list[str] = []
+    release = blocked(pool)
     cancelled = pool.submit((1.0,), ran.append, "cancelled")
     kept = pool.submit((2.0,), ran.append, "kept")
     assert cancelled.cancel()
@@ -53,8 +41,9 @@ def test_results_and_errors_reach_the_future() -> None:
 
 
 def test_shutdown_runs_what_waits_and_refuses_more() -> None:
-    pool, ran = RankedPool(1, "test"), []
-    release = _blocked(pool)
+    pool = RankedPool(1, "test")
+    ran: list[str] = []
+    release = blocked(pool)
     pool.submit((5.0,), ran.append, "waiting")
     pool.shutdown(wait=False)
     with pytest.raises(RuntimeError, match="shut down"):
