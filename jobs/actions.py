@@ -174,7 +174,7 @@ def _create(
     _check_image(team, spec.image)
     _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
     # The job, its first event, its audit event and the audit head's hash go in one round trip
-    # (on PostgreSQL, where the job's id is known already).
+    # with the commit (on PostgreSQL, where the job's id is known already).
     with transaction_together(), together():
         job = Job(
             id=limits.job_id,
