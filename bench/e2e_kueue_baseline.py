@@ -427,6 +427,10 @@ def _run(
     seen = sum(controller.stats.counts.values())
     figures["watch_events_per_job"] = round(seen / max(1, figures["succeeded"]), 1)
     figures["cycles"] = controller.stats.cycles
+    figures["explaining_cycles"] = controller.stats.explaining
+    figures["explaining_cycle_ms"] = round(
+        1000 * controller.stats.explaining_seconds / max(1, controller.stats.explaining), 1
+    )
     figures["cycle_ms"] = {
         phase: round(1000 * seconds / max(1, controller.stats.cycles), 1)
         for phase, seconds in {
@@ -458,7 +462,8 @@ def _report(args: argparse.Namespace, scenario: dict[str, Any], figures: dict[st
     lines.append(f"  controller CPU {figures['controller_cpu_ms_per_job']} ms per admitted job")
     lines.append(
         f"  {figures['watch_events_per_job']} watch events per job; "
-        f"{figures['cycles']} scheduling cycles; {figures['preempted']} preemptions"
+        f"{figures['cycles']} scheduling cycles ({figures['explaining_cycles']} explaining, "
+        f"{figures['explaining_cycle_ms']} ms each); {figures['preempted']} preemptions"
     )
     lines.append(
         "  a cycle's wall time on average: "

@@ -122,6 +122,9 @@ class Timing:
 @dataclass
 class Stats:
     cycles: int = 0
+    explaining: int = 0
+    """Of `cycles`: those that worked out and wrote the waiting jobs' reasons and estimates."""
+    explaining_seconds: float = 0.0
     admitted: int = 0
     relists: int = 0
     strays_deleted: int = 0
@@ -500,6 +503,8 @@ class Controller:
         self._next_cycle = time.monotonic() + took * (1 / SCHEDULING_SHARE - 1)
         if explain:
             self._explain_gap = took * (1 / EXPLAIN_SHARE - 1)
+            self.stats.explaining += 1
+            self.stats.explaining_seconds += took
         self.stats.cycles += 1
         self.stats.admitted += len(applied.admitted)
         self.stats.cycle_seconds += took

@@ -190,6 +190,7 @@ def test_a_slow_explaining_cycle_spaces_out_the_next_explanations(
     cluster.drive(lambda: Node.objects.count() == 12)
     controller._last["explain"] = -1e9  # due
     explained.clear()
+    counted = controller.stats.explaining
 
     controller.cycle()
     controller.cycle()  # at once: the last explanation's share of the time is spent
@@ -197,6 +198,7 @@ def test_a_slow_explaining_cycle_spaces_out_the_next_explanations(
     time.sleep(controller._explain_gap)
     controller.cycle()
     assert explained == [True, False, True]
+    assert controller.stats.explaining == counted + 2
 
 
 def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
