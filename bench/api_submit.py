@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -26,7 +25,9 @@ from statistics import quantiles
 import aiohttp
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.postgres import ROOT, environment, fresh_database
+
 DATABASE = "portal_bench"
 
 
@@ -37,40 +38,13 @@ def _free_port() -> int:
 
 
 def _env() -> dict[str, str]:
-    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "THROTTLE_TOKEN": "1000000/min",
-        "LOG_LEVEL": "WARNING",
-        "DEBUG": "0",
-    }
-    env.pop("REDIS_URL", None)
-    return env
+    return environment(DATABASE, THROTTLE_TOKEN="1000000/min")
 
 
 def _prepare(clients: int) -> list[str]:
     """Fresh database, migrated, with a team, a quota, and one user + token per client."""
-    subprocess.run(
-        [
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-q",
-            "-c",
-            f"DROP DATABASE IF EXISTS {DATABASE}",
-        ],
-        check=True,
-    )
-    subprocess.run(
-        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", f"CREATE DATABASE {DATABASE}"],
-        check=True,
-    )
+    fresh_database(DATABASE, _env())
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], check=True, env=_env(), cwd=ROOT)
     script = f"""
 from decimal import Decimal
 from django.contrib.auth.models import User

@@ -32,30 +32,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.postgres import ROOT, fresh_database, use_environment
+
 SCENARIO = ROOT.parent / "shared" / "scenarios" / "kueue-baseline.yaml"
 DATABASE = "portal_e2e"
 KUEUE = {"wall_s": 351.0, "usage_pct": 58.7, "large": 6.7, "medium": 76.8, "small": 215.5}
 PRODUCT = "KUBESIM-UNIT-GPU"
-
-
-def _env() -> dict[str, str]:
-    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "LOG_LEVEL": "WARNING",
-        "DEBUG": "0",
-        "DB_POOL_SIZE": "4",
-    }
-    env.pop("REDIS_URL", None)
-    return env
-
-
-def _psql(sql: str) -> None:
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", sql], check=True)
 
 
 def _scenario() -> dict[str, Any]:
@@ -229,7 +212,7 @@ class _Vacuum:
     def __init__(self) -> None:
         import psycopg
 
-        self.connection = psycopg.connect(_env()["DATABASE_URL"], autocommit=True)
+        self.connection = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
         self.needed = self.connection.execute("SHOW autovacuum").fetchone() == ("off",)
         self.last = time.monotonic()
         if self.needed:
@@ -298,16 +281,12 @@ def main() -> None:
         "--submitters", type=int, default=SUBMITTERS, help="processes submitting at once"
     )
     args = parser.parse_args()
-    os.environ.update(_env())
+    use_environment(DATABASE, DB_POOL_SIZE="4")
     if args.submitter:
         submitter(args.scale, args.start_at, args.part, args.submitters)
         return
     scenario = _scenario()
-    _psql(f"DROP DATABASE IF EXISTS {DATABASE}")
-    _psql(f"CREATE DATABASE {DATABASE}")
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True, cwd=ROOT
-    )
+    fresh_database(DATABASE)
     import django
 
     django.setup()

@@ -17,26 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.postgres import fresh_database, use_environment
+
 DATABASE = "portal_queue_bench"
 
 
 def _prepare(queued: int, ended: int) -> None:
-    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
-    os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="portal.settings")
-    os.environ.update(LOG_LEVEL="WARNING", DEBUG="0")
-    for sql in (f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}"):
-        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", sql], check=True)
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True)
+    use_environment(DATABASE)
+    fresh_database(DATABASE)
     import django
 
     django.setup()

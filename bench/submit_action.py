@@ -15,31 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from statistics import median
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.postgres import fresh_database, use_environment
+
 DATABASE = "portal_submit_bench"
 WARM_UP = 50
-
-
-def _env() -> dict[str, str]:
-    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE}")
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "LOG_LEVEL": "WARNING",
-        "DEBUG": "0",
-        "DB_POOL_SIZE": "1",
-    }
-    env.pop("REDIS_URL", None)
-    return env
 
 
 def _setup(processes: int) -> None:
@@ -94,13 +80,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--part", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.update(_env())
+    use_environment(DATABASE, DB_POOL_SIZE="1")
     if args.part is not None:
         print(json.dumps(submitter(args.part, args.jobs)))
         return
-    for sql in (f"DROP DATABASE IF EXISTS {DATABASE}", f"CREATE DATABASE {DATABASE}"):
-        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", sql], check=True)
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True)
+    fresh_database(DATABASE)
     import django
 
     django.setup()
