@@ -238,22 +238,28 @@ def _holding() -> list[RunningJob]:
     return running
 
 
+# Only what the scheduler reads: the whole row (its labels' JSON, a model instance and its GPU
+# type's per node) cost 3 ms of the controller's CPU every cycle for thirty nodes.
+_NODE = ("name", "gpu_type__name", "gpu_allocatable", "rack", "nvlink_domain", "cordoned", "ready")
+
+
 def _nodes(holding: list[RunningJob]) -> tuple[NodeState, ...]:
     used: dict[str, int] = defaultdict(int)
     for job in holding:
         for node, gpus in job.placement:
             used[node] += gpus
+    rows = Node.objects.filter(gpu_type__isnull=False).values_list(*_NODE)
     return tuple(
         NodeState(
-            name=node.name,
-            gpu_type=node.gpu_type.name,  # type: ignore[union-attr]
-            total_gpus=node.gpu_allocatable,
-            free_gpus=max(0, node.gpu_allocatable - used[node.name]),
-            labels={"rack": node.rack, "nvlink_domain": node.nvlink_domain},
-            cordoned=node.cordoned,
-            ready=node.ready,
+            name=name,
+            gpu_type=gpu_type,
+            total_gpus=allocatable,
+            free_gpus=max(0, allocatable - used[name]),
+            labels={"rack": rack, "nvlink_domain": nvlink_domain},
+            cordoned=cordoned,
+            ready=ready,
         )
-        for node in Node.objects.filter(gpu_type__isnull=False).select_related("gpu_type")
+        for name, gpu_type, allocatable, rack, nvlink_domain, cordoned, ready in rows
     )
 
 

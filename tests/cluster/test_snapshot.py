@@ -159,3 +159,27 @@ def test_policy_tables_are_read_again_once_they_are_older_than_asked(world: Worl
     assert len(queries) == 0
     limits = {(q.team, q.gpu_type): q.limit for q in fresh.current()[1]}
     assert limits["vision", "h100-80g"] == 24
+
+
+def test_nodes_show_their_free_gpus_after_what_the_portal_placed_there(world: World) -> None:
+    from django.utils import timezone
+
+    from cluster.models import Node
+    from cluster.snapshot import build_snapshot
+
+    Node.objects.create(
+        name="n1", gpu_type=world.h100, gpu_allocatable=8, rack="r1", nvlink_domain="d1", ready=True
+    )
+    Node.objects.create(name="n2", gpu_type=world.h100, gpu_allocatable=8, cordoned=True)
+    Node.objects.create(name="cpu-only", gpu_type=None, gpu_allocatable=0, ready=True)
+    placed = _job(_submit(world, gpus_per_node=3))
+    Job.unscoped.filter(pk=placed.pk).update(
+        state=State.ADMITTED, placement={"n1": 3}, admitted_at=timezone.now()
+    )
+
+    nodes = {n.name: n for n in build_snapshot(timezone.now(), {}).nodes}
+    assert set(nodes) == {"n1", "n2"}  # a node without GPUs is not the scheduler's
+    n1, n2 = nodes["n1"], nodes["n2"]
+    assert (n1.gpu_type, n1.total_gpus, n1.free_gpus) == ("h100-80g", 8, 5)
+    assert n1.labels == {"rack": "r1", "nvlink_domain": "d1"} and n1.schedulable
+    assert (n2.free_gpus, n2.cordoned, n2.schedulable) == (8, True, False)
