@@ -56,6 +56,8 @@ class Applied:
     admitted: list[Job] = field(default_factory=list)
     deletions: list[tuple[str, str]] = field(default_factory=list)
     """(namespace, name) of Kubernetes Jobs to delete: victims whose grace period is over."""
+    requeued: list[int] = field(default_factory=list)
+    """Ids of those victims, back in the queue."""
 
 
 def _moment(ts: float | None) -> datetime | None:
@@ -209,6 +211,7 @@ def apply_decisions(
             if grace <= now:
                 reason = f"preempted ({preemption.reason}) for job {preemption.for_job_id}"
                 applied.deletions.append(stop_preempted(victim, reason))
+                applied.requeued.append(victim.pk)
             elif victim.grace_until is None:
                 _notice(victim, preemption.reason, preemption.for_job_id, grace)
         for admission in decisions.admissions:

@@ -497,6 +497,7 @@ class Controller:
             self._last["explain"] = time.monotonic()
         self._delete_all(applied.deletions)
         self.queued.left(job.pk for job in applied.admitted)
+        self.queued.returned(applied.requeued)
         for job in applied.admitted:
             self._create_later(job)
         took = time.perf_counter() - started
@@ -563,6 +564,7 @@ class Controller:
         job_ids = list(due.values_list("id", flat=True))
         if not job_ids:
             return
+        requeued = []
         with self._writing():
             self.locked.lock(job_ids)
             for job_id in job_ids:
@@ -570,7 +572,9 @@ class Controller:
                 if job is not None and job.state in HOLDING_STATES and job.grace_until is not None:
                     reason = f"preempted for job {job.preempted_for_id} after its grace period"
                     self._delete_all([stop_preempted(job, reason)])
+                    requeued.append(job_id)
                     self._dirty = True
+        self.queued.returned(requeued)
 
     def _delete_cancelled(self) -> None:
         cancelled = Job.unscoped.filter(state=State.CANCELLED).exclude(k8s_name="")

@@ -121,8 +121,10 @@ class QueuedRequests:
     Nor are the queued ids all read again each cycle (10,000 of them took 14 ms, a fifth of a
     cycle, in the Kueue replay). A cycle reads the queued ids among the newest `RECENT_IDS`,
     where submissions land, and one checksum of the older ones, which only a cancel, a requeue
-    or a very late commit changes; the jobs the controller admits it is told of (`left`).
-    Where the checksum disagrees with what is kept, every queued id is read as before.
+    or a very late commit changes; the jobs the controller admits it is told of (`left`), and
+    those it puts back in the queue (`returned`: preempted, hundreds in the Kueue replay, each
+    had the next cycle read every queued id). Where the checksum disagrees with what is kept,
+    every queued id is read as before.
     Everything is read afresh every REFRESH_S, so a renamed owner or team shows within that time.
     """
 
@@ -135,6 +137,7 @@ class QueuedRequests:
         self._queues: dict[int, tuple[int, bool]] = {}
         self.index = QueueIndex()
         self._read_at = 0.0
+        self._returned: set[int] = set()
 
     def current(self) -> list[JobRequest]:
         """The queued jobs' requests, in id order; `index` holds the same."""
@@ -147,6 +150,9 @@ class QueuedRequests:
                 "id", "priority", "preemptible"
             )
         }
+        if self._returned:
+            self._read(self._returned - self._known.keys())
+            self._returned.clear()
         if queues != self._queues or not self._newest_only():
             self._read_all(queues)
         return list(self._known.values())
@@ -158,6 +164,11 @@ class QueuedRequests:
             if request is not None:
                 self.index.remove(request)
                 self._checksum.add(job_id, -1)
+
+    def returned(self, job_ids: Iterable[int]) -> None:
+        """These jobs are back in the queue (the controller requeued them and committed): read
+        at the next `current()`, they leave the older ids' checksum as it was."""
+        self._returned.update(job_ids)
 
     def _newest_only(self) -> bool:
         """Bring the newest ids up to date; False where the older ones moved too, or where the
@@ -208,7 +219,8 @@ class QueuedRequests:
         wanted = sorted(job_ids)
         out_of_order = bool(wanted and self._known and wanted[0] < next(reversed(self._known)))
         for start in range(0, len(wanted), 1000):
-            rows = Job.unscoped.filter(pk__in=wanted[start : start + 1000]).values_list(*_REQUEST)
+            chunk = wanted[start : start + 1000]
+            rows = Job.unscoped.filter(pk__in=chunk, state=State.QUEUED).values_list(*_REQUEST)
             for row in sorted(rows):
                 request = self._known[row[0]] = _request(row)
                 self.index.add(request)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import pytest
 
@@ -26,7 +27,20 @@ def _nodes_known(cluster: Cluster) -> None:
     cluster.drive(lambda: Node.objects.filter(ready=True).count() == 12)
 
 
-def test_higher_queue_preempts_a_lower_preemptible_one_after_its_grace(cluster: Cluster) -> None:
+def test_higher_queue_preempts_a_lower_preemptible_one_after_its_grace(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cluster.snapshot import QueuedRequests
+
+    returned: list[int] = []  # what the controller tells its kept queue it requeued
+    tell = QueuedRequests.returned
+
+    def told(queue: QueuedRequests, job_ids: Iterable[int]) -> None:
+        job_ids = list(job_ids)
+        returned.extend(job_ids)
+        tell(queue, job_ids)
+
+    monkeypatch.setattr(QueuedRequests, "returned", told)
     low = cluster.submit(runtime_s=5000, queue="low", nodes=4, gpus_per_node=8)
     cluster.drive(lambda: cluster.state(low) == State.RUNNING)
     high = cluster.submit(runtime_s=3, queue="high", gpus_per_node=8)
@@ -45,6 +59,7 @@ def test_higher_queue_preempts_a_lower_preemptible_one_after_its_grace(cluster: 
     ]
     actions = set(AuditEvent.chain.filter(target_id=str(low.pk)).values_list("action", flat=True))
     assert {"job.preempt_notice", "job.preempt"} <= actions
+    assert returned == [low.pk]
 
 
 def test_cordon_keeps_new_jobs_off_the_node(cluster: Cluster, settings: object) -> None:

@@ -101,6 +101,26 @@ def test_what_moves_older_jobs_is_caught_by_the_checksum(
     assert _streams(queue.index) == _streams(QueueIndex.from_jobs(requests))
 
 
+def test_a_job_the_controller_puts_back_in_the_queue_is_read_by_itself(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, jobs = _kept(world, monkeypatch, recent=2, jobs=6)
+    Job.unscoped.filter(pk=jobs[0]).update(state=State.ADMITTED)
+    queue.left([jobs[0]])
+    assert [r.id for r in queue.current()] == jobs[1:]
+
+    Job.unscoped.filter(pk=jobs[0]).update(state=State.QUEUED)  # preempted, back in the queue
+    queue.returned([jobs[0]])
+    with CaptureQueriesContext(connection) as queries:
+        requests = queue.current()
+
+    assert [r.id for r in requests] == jobs
+    assert _streams(queue.index) == _streams(QueueIndex.from_jobs(requests))
+    sql = [q["sql"] for q in queries if "jobs_job" in q["sql"]]
+    assert f'"jobs_job"."id" IN ({jobs[0]})' in sql[0]  # its row, then as in a quiet cycle:
+    assert "COUNT(*)" in sql[1] and len(sql) == 3  # the checksum held; no id read in full
+
+
 def test_a_submission_that_commits_late_below_the_newest_ids_is_found(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
