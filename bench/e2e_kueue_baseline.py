@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.postgres import ROOT, fresh_database, use_environment
 
-SCENARIO = ROOT.parent / "shared" / "scenarios" / "kueue-baseline.yaml"
+SCENARIO = ROOT / "bench" / "scenarios" / "kueue-baseline.yaml"
 DATABASE = "portal_e2e"
 KUEUE = {"wall_s": 351.0, "usage_pct": 58.7, "large": 6.7, "medium": 76.8, "small": 215.5}
 PRODUCT = "KUBESIM-UNIT-GPU"

@@ -1,9 +1,9 @@
 """Replay a workload through the real scheduler in simulated time and print its figures.
 
-    python bench/replay.py /work/shared/scenarios/kueue-baseline.yaml [--policy fair] [--json]
+    python bench/replay.py bench/scenarios/kueue-baseline.yaml [--policy fair] [--json]
     python bench/replay.py trace.csv --cluster cluster.yaml --quotas quotas.yaml [--compare]
 
-INPUT is a scenario (YAML, the format of /work/shared/scenarios/) or a trace (CSV with the
+INPUT is a scenario (YAML, the format of bench/scenarios/) or a trace (CSV with the
 columns submit_s, team, department, gpu_type, nodes, gpus_per_node, runtime_s, runtime_limit_s,
 priority, preemptible; an optional `class` column labels jobs for the per-class waits).
 

@@ -6,7 +6,7 @@ Writes OUT_DIR/trace.csv, OUT_DIR/cluster.yaml and OUT_DIR/quotas.yaml in the fo
 bench/replay.py reads; with --replay it also replays the trace under fifo, fair and capacity and
 prints them side by side.
 
-Calibration (/work/shared/scenarios/README.md, the AcmeTrace summary of Philly, Helios, PAI,
+Calibration (bench/scenarios/README.md, the AcmeTrace summary of Philly, Helios, PAI,
 Seren and Kalos): runtimes are log-normal with a median of about 300 s and a mean about ten times
 that (sigma 2.1: mean/median = exp(sigma^2 / 2)), as in Seren and Helios; most jobs ask for one
 GPU, a few are multi-node gangs of 8-GPU nodes that hold most GPU-hours, for about 4 GPUs per job
