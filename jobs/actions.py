@@ -101,8 +101,8 @@ def _quota(team: Team, spec: JobSpec, limits: _Limits) -> tuple[GpuType, int]:
 
 
 def _check_image(team: Team, image: str) -> None:
-    allowed = team.allowed_image_prefixes()
-    if allowed and not any(image.startswith(prefix) for prefix in allowed):
+    if not team.image_allowed(image):
+        allowed = team.allowed_image_prefixes()
         raise SpecError(
             {"image": f"{image} is not on team {team.slug}'s allow-list ({', '.join(allowed)})"}
         )

@@ -5,6 +5,9 @@ Every node posts every few seconds, so the endpoint skips what Django would spen
 and nothing here needs: the middleware chain (sessions, CSRF, messages: each a hop to a
 thread and back), URL resolution and the request object. It reads and checks the body on the
 event loop and hands it to `intake`, which stores posts in groups.
+
+The token is checked before the body is read: an unknown token costs one lookup, never the
+reading or parsing of a body, and a known one may send no more than a batch can hold.
 """
 
 from __future__ import annotations
@@ -17,20 +20,22 @@ from typing import Any
 from monitoring import intake
 from monitoring.intake import Received, Reply
 from monitoring.tokens import token_hash
-from monitoring.validation import validate_batch
+from monitoring.validation import MAX_BODY_BYTES, validate_batch
 from portal.middleware import RequestContext, request_context, request_id
 
 log = logging.getLogger(__name__)
 
 PATH = "/api/v1/agent/samples/"
-MAX_BODY_BYTES = 16 * 2**20  # room for schema.MAX_GPU_SAMPLES samples of every field
-
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 NO_TOKEN = Reply(401, {"detail": "A node token is required (Authorization: Bearer <token>)."})
-TOO_LARGE = Reply(413, {"detail": f"At most {MAX_BODY_BYTES} bytes per post."})
+TOO_LARGE = Reply(
+    413,
+    {"detail": f"At most {MAX_BODY_BYTES} bytes per post: what the largest valid batch takes."},
+)
+TOO_DEEP = Reply(400, {"non_field_errors": ["the body is JSON nested too deeply to be a batch"]})
 
 
 async def agent_samples(scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,8 +56,11 @@ async def _serve(
     method: str, headers: dict[bytes, bytes], receive: Receive, send: Send, request_id: str
 ) -> None:
     token = _bearer(headers)
-    if token is None:
+    if token is None or not await intake.token_known(token_hash(token)):
         await _respond(send, NO_TOKEN, request_id)
+        return
+    if _declared_length(headers) > MAX_BODY_BYTES:
+        await _respond(send, TOO_LARGE, request_id)
         return
     body = await _read_body(receive)
     if body is None:
@@ -67,6 +75,12 @@ async def _serve(
 def _bearer(headers: dict[bytes, bytes]) -> str | None:
     scheme, _, raw = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     return raw.strip() if scheme.lower() == "bearer" and raw.strip() else None
+
+
+def _declared_length(headers: dict[bytes, bytes]) -> int:
+    """The Content-Length the client declared; 0 if none (the body is then bounded as read)."""
+    declared = headers.get(b"content-length", b"")
+    return int(declared) if declared.isdigit() else 0
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -94,6 +108,8 @@ def read_post(token: str, method: str, body: bytes) -> Received:
         data = json.loads(body)
     except ValueError:
         return Received(digest, refusal=Reply(400, {"non_field_errors": ["the body is not JSON"]}))
+    except RecursionError:  # the parser's depth limit; a batch nests three levels
+        return Received(digest, refusal=TOO_DEEP)
     batch, errors = validate_batch(data)
     named = data.get("node") if isinstance(data, dict) else None
     return Received(digest, named, batch, errors)

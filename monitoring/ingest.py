@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +14,15 @@ from django.utils import timezone
 
 from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
-from monitoring.inventory import JobRef, batch_owners, gpu_ids, gpu_ids_key, owners_key
-from monitoring.prefetch import Prefetched
+from monitoring.inventory import (
+    JobRef,
+    batch_owners,
+    gpu_ids,
+    gpu_ids_key,
+    owners_key,
+    placement_owners,
+)
+from monitoring.prefetch import CacheReads, Prefetched
 from monitoring.validation import Batch
 from monitoring.xids import store_xids
 
@@ -201,7 +208,9 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
         reads = Prefetched(node_keys(nodes))
     reads.prefetch(node_keys(nodes))
     ids = gpu_ids(wanted, reads)
-    owners = batch_owners([(a.node, a.batch.gpus) for a in batches], reads)
+    owners = _placed_on_poster(
+        batches, batch_owners([(a.node, a.batch.gpus) for a in batches], reads), reads
+    )
     previous = hot.of_nodes(wanted, reads)
     acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
     for a, owned in zip(batches, owners, strict=True):
@@ -217,6 +226,57 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
         [*(_fan_out(a.node, a.batch, owned) if a.batch.gpus else []), *messages]
         for a, owned, messages in zip(batches, owners, xids, strict=True)
     ]
+
+
+def _placed_on_poster(
+    batches: Sequence[Accepted], owners: list[dict[int, JobRef]], reads: Prefetched
+) -> list[dict[int, JobRef]]:
+    """Each batch's owners, less the jobs not placed on the node that posted it: an agent
+    speaks for its own node's GPUs, so a pod it names must run there (by the job's placement),
+    or one node's agent could write another tenant's GPU-hours and energy."""
+    claims = {
+        a.node: set(owned.values())
+        for a, owned in zip(batches, owners, strict=True)
+        if any(s.get("pod") for s in a.batch.gpus)
+    }
+    if not claims:
+        return owners  # attributed by placement alone: to jobs on the posting node
+    placed = _jobs_placed(claims, reads)
+    if stale := {node for node, jobs in claims.items() if not jobs <= placed[node]}:
+        # The cached placement may predate a job's start: ask the database before refusing.
+        placed.update(_jobs_placed(stale, _NOTHING_CACHED))
+    return [
+        _on_node(a, owned, placed[a.node]) if a.node in claims else owned
+        for a, owned in zip(batches, owners, strict=True)
+    ]
+
+
+def _jobs_placed(nodes: Collection[str], reads: CacheReads) -> dict[str, set[JobRef]]:
+    return {node: set(jobs.values()) for node, jobs in placement_owners(nodes, reads).items()}
+
+
+class _NothingCached:
+    """Reads that find nothing, so `placement_owners` reads the database (and caches it)."""
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        return {}
+
+
+_NOTHING_CACHED = _NothingCached()
+
+
+def _on_node(posted: Accepted, owned: dict[int, JobRef], here: set[JobRef]) -> dict[int, JobRef]:
+    foreign = {index: ref for index, ref in owned.items() if ref not in here}
+    if foreign:
+        log.warning(
+            "node %s named pods of jobs %s, which are not placed on it: its %s samples of "
+            "GPUs %s count for no job",
+            posted.node,
+            sorted({ref.job_id for ref in foreign.values()}),
+            sum(1 for s in posted.batch.gpus if s["index"] in foreign),
+            sorted(foreign),
+        )
+    return {index: ref for index, ref in owned.items() if index not in foreign}
 
 
 def node_keys(nodes: Iterable[tuple[int, str]]) -> set[str]:

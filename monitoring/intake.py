@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +44,10 @@ INTERNAL_ERROR = Reply(500, {"detail": "Internal error."})
 
 @dataclass(frozen=True)
 class Received:
-    """A post as read on the event loop, before its token is checked: the token's digest, the
-    node its body names, and the batch or its errors, or the refusal (405, 413, 400) to give
-    once the token is known good."""
+    """A post as read on the event loop, its token known (`token_known`) but checked again with
+    its group, as it may have been rotated since: the token's digest, the node its body names,
+    and the batch or its errors, or the refusal (405, 413, 400) to give once the token is
+    known good."""
 
     digest: str
     named_node: Any = None
@@ -58,16 +60,34 @@ class Received:
         return len(self.batch.gpus) if self.batch else 0
 
 
-def answer(posts: Sequence[Received]) -> list[tuple[Reply, Outgoing]]:
-    """Check each post's token and node, store the good ones together; each post's reply and
-    the messages to fan out once the group has committed."""
+@contextmanager
+def _connection_returned() -> Iterator[None]:
     try:
-        return _answer(posts)
+        yield
     finally:
         # As Django does after each request: give the connection back to the pool, or drop a
         # broken one. Not inside a transaction (a test's, when a test posts).
         if not connection.in_atomic_block:
             close_old_connections()
+
+
+async def token_known(digest: str) -> bool:
+    """Whether a node holds this token digest, asked before a post's body is read, so an
+    unknown token costs neither reading nor parsing. A digest found before in this process
+    passes at once (its group checks it again); another is looked up in the sync thread."""
+    return bool(seen_nodes([digest])) or bool(await sync_to_async(_look_up)(digest))
+
+
+def _look_up(digest: str) -> dict[str, tuple[int, str]]:
+    with _connection_returned():
+        return nodes_for_digests([digest])
+
+
+def answer(posts: Sequence[Received]) -> list[tuple[Reply, Outgoing]]:
+    """Check each post's token and node, store the good ones together; each post's reply and
+    the messages to fan out once the group has committed."""
+    with _connection_returned():
+        return _answer(posts)
 
 
 def _answer(posts: Sequence[Received]) -> list[tuple[Reply, Outgoing]]:

@@ -48,6 +48,28 @@ GPU_TEXTS = {"uuid": 64, "pod": POD_LENGTH}
 XID_FIELDS = {"index": INDEX, "xid": XID}
 XID_TEXTS = {"uuid": 64}
 
+# The longest a bounded number is written in JSON: repr(-1.7976931348623157e+308).
+NUMBER_CHARS = 24
+
+
+def _entry_bytes(numbers: dict[str, Bound], texts: dict[str, int]) -> int:
+    """The most bytes one valid entry takes as the agent writes it (`"key": value, ` with
+    every field present and "at" besides, its texts ASCII: kubelet names and UUIDs are)."""
+    keys = [*numbers, "at"]
+    return (
+        2
+        + sum(len(k) + 6 + NUMBER_CHARS for k in keys)
+        + sum(len(k) + 8 + length for k, length in texts.items())
+    )
+
+
+# What the largest valid batch takes, so a body beyond it is refused before it is parsed.
+MAX_BODY_BYTES = (
+    1024  # the envelope: node, interval, the lists' brackets
+    + MAX_GPU_SAMPLES * (_entry_bytes(GPU_FIELDS, GPU_TEXTS) + 2)
+    + MAX_XIDS * (_entry_bytes(XID_FIELDS, XID_TEXTS) + 2)
+)
+
 
 def _text_problem(key: str, value: Any, length: int) -> str | None:
     if not isinstance(value, str) or len(value) > length:

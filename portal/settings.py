@@ -250,3 +250,7 @@ LOGGING = {
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)
 # The cluster: a kubeconfig file; empty means ~/.kube/config, then in-cluster config.
 KUBECONFIG = env_str("KUBECONFIG")
+# The priorities a team's queue may have (admins and leads alike): each becomes a cluster-wide
+# PriorityClass, and Kubernetes allows user classes up to 1e9 only.
+QUEUE_PRIORITY_MIN = env_int("QUEUE_PRIORITY_MIN", -1000)
+QUEUE_PRIORITY_MAX = env_int("QUEUE_PRIORITY_MAX", 1000)

@@ -11,7 +11,7 @@ from django.db import transaction
 from audit.fields import fields_of
 from audit.record import record
 from quotas.models import GpuType, MemberCap, Queue, Quota
-from quotas.rules import check_quota
+from quotas.rules import check_queue_priority, check_quota
 from tenants.models import Membership, Team
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ def save_queue(
 ) -> Queue:
     """Create or change one of a team's priority queues."""
     with transaction.atomic():
+        check_queue_priority(priority)
         before = fields_of(instance, *QUEUE_FIELDS)
         queue = instance or Queue(team=team)
         queue.name, queue.priority = name, priority

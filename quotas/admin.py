@@ -1,5 +1,6 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -7,6 +8,7 @@ from portal.admin_base import UnscopedAdmin
 from portal.auth import signed_in
 from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
+from quotas.rules import check_queue_priority
 
 
 @admin.register(GpuType)
@@ -48,8 +50,20 @@ class QuotaAdmin(UnscopedAdmin):
         return obj is not None and super().has_delete_permission(request, obj)
 
 
+class QueueForm(forms.ModelForm):
+    """Shows a priority out of the admins' range beside its field instead of failing in
+    `save_queue`."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("priority") is not None:
+            check_queue_priority(cleaned["priority"])  # errors name their field
+        return cleaned
+
+
 @admin.register(Queue)
 class QueueAdmin(UnscopedAdmin):
+    form = QueueForm
     list_display = ["team", "name", "priority", "preemptible", "max_runtime"]
 
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:

@@ -1,13 +1,16 @@
 """Quota rules: guaranteed within limit, and a sub-team's quota inside its department's.
 
 A department's quota is split among its sub-teams: each sub-team's limit fits under the
-department's limit, and their guarantees together fit in the department's guarantee.
+department's limit, and their guarantees together fit in the department's guarantee. A
+queue's priority stays in the range the platform sets.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Max, Sum
+from django.utils.translation import gettext as _
 
 from quotas.models import GpuType, Quota
 from tenants.models import Team
@@ -68,5 +71,18 @@ def _check_holds_children(team: Team, gpu_type: GpuType, guaranteed: int, limit:
             {
                 "limit": f"{limit} is below a sub-team's limit of {children['widest']} "
                 f"{gpu_type.name}"
+            }
+        )
+
+
+def check_queue_priority(priority: int) -> None:
+    """A queue's priority becomes a cluster-wide PriorityClass: keep it in the admins' range
+    (QUEUE_PRIORITY_MIN..MAX), well inside what Kubernetes allows."""
+    low, high = settings.QUEUE_PRIORITY_MIN, settings.QUEUE_PRIORITY_MAX
+    if not low <= priority <= high:
+        raise ValidationError(
+            {
+                "priority": _("%(priority)s is outside the queue priorities %(low)s to %(high)s")
+                % {"priority": priority, "low": low, "high": high}
             }
         )

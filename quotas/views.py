@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -37,7 +38,12 @@ def queue_save(request: HttpRequest, slug: str) -> HttpResponse:
             acting_user=signed_in(request),
             instance=instance,
             name=data.get("name", "").strip(),
-            priority=int_field(data, "priority", low=-1000, high=1000),
+            priority=int_field(
+                data,
+                "priority",
+                low=settings.QUEUE_PRIORITY_MIN,
+                high=settings.QUEUE_PRIORITY_MAX,
+            ),
             preemptible=bool(data.get("preemptible")),
             max_runtime=int_field(data, "max_runtime", low=60, high=30 * 24 * 3600),
         )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.fields import fields_of
 from audit.record import record
@@ -17,6 +19,10 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 TEAM_FIELDS = ("slug", "name", "parent_id", "fair_share_weight", "image_allowlist")
+# Set by platform admins only: the weight moves every other team's place in the fair-share
+# order, and the allow-list is the platform's rule on what a team may run.
+ADMIN_FIELDS = ("fair_share_weight", "image_allowlist")
+MAX_FAIR_SHARE_WEIGHT = 1000.0
 
 
 def save_team(
@@ -37,6 +43,9 @@ def save_team(
             raise ValidationError({"parent": "a team cannot be its own department"})
         before = fields_of(instance, *TEAM_FIELDS)
         team = instance or Team()
+        _check_admin_fields(
+            acting_user, team, fair_share_weight=fair_share_weight, image_allowlist=image_allowlist
+        )
         team.slug, team.name, team.parent = slug, name, parent
         team.fair_share_weight, team.image_allowlist = fair_share_weight, image_allowlist
         team.full_clean()
@@ -50,6 +59,31 @@ def save_team(
             after=fields_of(team, *TEAM_FIELDS),
         )
     return team
+
+
+def _check_admin_fields(
+    acting_user: User, team: Team, *, fair_share_weight: float, image_allowlist: str
+) -> None:
+    """Refuse a change of an admin's field by anyone else, and a weight out of its range."""
+    values = {"fair_share_weight": fair_share_weight, "image_allowlist": image_allowlist}
+    changed = [name for name in ADMIN_FIELDS if getattr(team, name) != values[name]]
+    if changed and not acting_user.is_staff:
+        raise PermissionDenied(
+            _("%(field)s is set by platform admins only.") % {"field": changed[0]}
+        )
+    if "fair_share_weight" in changed:
+        check_fair_share_weight(fair_share_weight)
+
+
+def check_fair_share_weight(weight: float) -> None:
+    """A weight scales the team's share against every other team's: finite, positive, bounded."""
+    if not (math.isfinite(weight) and 0 < weight <= MAX_FAIR_SHARE_WEIGHT):
+        raise ValidationError(
+            {
+                "fair_share_weight": _("must be a number above 0 and at most %(limit)g")
+                % {"limit": MAX_FAIR_SHARE_WEIGHT}
+            }
+        )
 
 
 def add_member(team: Team, user: User, *, role: str, acting_user: User) -> Membership:

@@ -1,16 +1,28 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
 from portal.admin_base import UnscopedAdmin
 from portal.auth import signed_in
-from tenants.actions import add_member, remove_member, save_team, set_role
+from tenants.actions import add_member, check_fair_share_weight, remove_member, save_team, set_role
 from tenants.models import ApiToken, Membership, Team
+
+
+class TeamForm(forms.ModelForm):
+    """Shows a weight out of bounds beside its field instead of failing in `save_team`."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("fair_share_weight") is not None:
+            check_fair_share_weight(cleaned["fair_share_weight"])  # errors name their field
+        return cleaned
 
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
+    form = TeamForm
     list_display = ["slug", "name", "parent", "fair_share_weight"]
     search_fields = ["slug", "name"]
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from tenants.images import image_allowed
 from tenants.scoping import TenantOwned
 
 SLUG_VALIDATOR = RegexValidator(
@@ -46,6 +47,11 @@ class Team(models.Model):
 
     def allowed_image_prefixes(self) -> list[str]:
         return [line.strip() for line in self.image_allowlist.splitlines() if line.strip()]
+
+    def image_allowed(self, image: str) -> bool:
+        """Whether the team's jobs may run this image: any, if the allow-list is empty."""
+        allowed = self.allowed_image_prefixes()
+        return not allowed or image_allowed(image, allowed)
 
 
 class Role(models.TextChoices):

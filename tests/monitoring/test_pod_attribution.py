@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+from django.core.cache import cache
 
+from cluster.models import Node
 from jobs.actions import submit_job
 from jobs.models import Job
 from jobs.spec import parse_spec
-from monitoring.models import GpuMinute
+from monitoring import hot, intake
+from monitoring.inventory import owners_key
+from monitoring.models import GpuMinute, JobMetrics
 from tests.conftest import World, spec
 from tests.monitoring.conftest import NODE, Rig, batch, gpu_sample, post, run_on
 
@@ -71,3 +76,40 @@ def test_a_malformed_pod_gets_400_naming_the_field(rig: Rig, pod: object, messag
     assert response.status_code == 400
     assert response.json()["gpus[0].pod"] == [message]
     assert not GpuMinute.objects.exists()
+
+
+def test_a_node_cannot_claim_a_pod_running_on_another_node(
+    rig: Rig, world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[Any] = []
+
+    async def record(messages: list[Any]) -> None:
+        sent.extend(messages)
+
+    monkeypatch.setattr(intake, "send_all", record)
+    Node.objects.create(name="h100-b-1", gpu_type=world.h100, gpu_capacity=8, ready=True)
+    nlp_job = run_on(
+        submit_job(
+            world.nlp, parse_spec(spec(team="nlp", gpus_per_node=4)), acting_user=world.carol
+        ),
+        {"h100-b-1": 4},
+    )
+    gpus = [gpu_sample(i, MINUTE + 10, pod=_pod(nlp_job)) for i in range(8)]
+    response = post(batch(gpus), rig.token)
+    assert response.status_code == 202
+    assert not JobMetrics.objects.for_team(world.nlp).exists()  # no GPU-hours, no energy
+    assert {_owner(rig, i) for i in range(8)} == {None}
+    assert {s["job_id"] for s in hot.of_nodes([rig.node.pk])[rig.node.pk].values()} == {None}
+    assert [m["type"] for _, m in sent] == ["cluster.gpus"]  # no live figures for the nlp job
+    refused = [r.getMessage() for r in caplog.records if "not placed on it" in r.getMessage()]
+    assert refused == [
+        f"node {NODE} named pods of jobs [{nlp_job.pk}], which are not placed on it: "
+        "its 8 samples of GPUs [0, 1, 2, 3, 4, 5, 6, 7] count for no job"
+    ]
+
+
+def test_a_pod_is_attributed_though_the_cached_placement_predates_its_job(rig: Rig) -> None:
+    cache.set(owners_key(NODE), {}, 60)  # read just before the job started on the node
+    pod = _pod(rig.job)
+    assert post(batch([gpu_sample(5, MINUTE + 10, pod=pod)]), rig.token).status_code == 202
+    assert _owner(rig, 5) == rig.job.pk
