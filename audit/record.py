@@ -37,8 +37,14 @@ class AuditOutsideTransaction(RuntimeError):
 
 
 def snapshot(value: Any) -> Any:
-    """A JSON-safe copy, so the stored value reads back exactly as it was hashed."""
-    return json.loads(json.dumps(value, default=str)) if value is not None else None
+    """A JSON-safe copy, so the stored value reads back as it was hashed (see `chain.as_stored`).
+
+    Infinities and NaN, which JSON cannot carry (PostgreSQL refuses them, the bulk writer
+    makes them null), are kept as text.
+    """
+    if value is None:
+        return None
+    return json.loads(json.dumps(value, default=str), parse_constant=str)
 
 
 def _target(target: models.Model | tuple[str, str] | None) -> tuple[str, str]:

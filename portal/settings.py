@@ -39,6 +39,12 @@ if PRODUCTION:
                 "not the demo default (set it or {name}_FILE)"
             )
 
+# Signed checkpoints of the audit chain, appended where the database cannot rewrite them (a
+# volume the database's users cannot write): a truncated tail is found against the latest.
+AUDIT_CHECKPOINT_FILE = Path(
+    env_str("AUDIT_CHECKPOINT_FILE", str(VAR_DIR / "audit-checkpoints.jsonl"))
+)
+
 DEBUG = env_bool("DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+from io import StringIO
+
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 
-from audit.models import AppendOnlyError, AuditEvent
-from audit.record import AuditOutsideTransaction, record
+from audit.chain import event_hash
+from audit.models import GENESIS_HASH, AppendOnlyError, AuditEvent
+from audit.record import AuditOutsideTransaction, batch, record, snapshot
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.spec import parse_spec
 from quotas.actions import save_queue, set_quota
@@ -24,11 +29,17 @@ def _count() -> int:
 
 
 def _verify() -> str:
-    from io import StringIO
-
     out = StringIO()
     call_command("audit_verify", stdout=out)
     return out.getvalue()
+
+
+def _verify_broken() -> tuple[str, str]:
+    """What audit_verify printed, and the summary it failed with."""
+    out = StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("audit_verify", stdout=out)
+    return out.getvalue(), str(caught.value)
 
 
 def test_every_action_writes_exactly_one_event(world: World) -> None:
@@ -117,27 +128,84 @@ def test_verify_names_an_edited_row(world: World) -> None:
         cursor.execute(
             "UPDATE audit_auditevent SET actor_name = 'mallory' WHERE id = %s", [events[1].pk]
         )
-    with pytest.raises(CommandError) as caught:
-        _verify()
-    assert f"event seq={events[1].seq} (id={events[1].pk}, action=job.submit)" in str(caught.value)
-    assert "contents were changed" in str(caught.value)
+    out, summary = _verify_broken()
+    assert f"event seq={events[1].seq} (id={events[1].pk}, action=job.submit)" in out
+    assert "contents were changed" in out
+    assert summary.startswith(
+        "audit chain BROKEN: 1 broken link in 3 events; the first: event seq="
+    )
 
 
 def test_verify_names_a_deleted_row(world: World) -> None:
     events = _three_events(world)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [events[1].pk])
-    with pytest.raises(CommandError) as caught:
-        _verify()
-    assert f"expected seq={events[1].seq}, a row is missing" in str(caught.value)
+    out, _ = _verify_broken()
+    assert f"expected seq={events[1].seq}, a row is missing" in out
+
+
+def test_verify_names_every_tampered_row_not_only_the_first(world: World) -> None:
+    events = _three_events(world)
+    with connection.cursor() as cursor:
+        for event in (events[0], events[2]):
+            cursor.execute(
+                "UPDATE audit_auditevent SET actor_name = 'mallory' WHERE id = %s", [event.pk]
+            )
+    out, summary = _verify_broken()
+    for event in (events[0], events[2]):
+        assert f"event seq={event.seq} (id={event.pk}, action=job.submit)" in out
+    assert f"seq={events[1].seq} " not in out
+    assert "2 broken links" in summary
+
+
+# Numbers as a lead or an admin may set them (fair_share_weight), and ones no float holds.
+AWKWARD_NUMBERS = {"huge": 1e16, "largest": 1e308, "tenth": 0.1, "bigint": 2**63 - 1, "neg": -0.0}
+
+
+def test_awkward_numbers_verify_after_the_database_round_trip(world: World) -> None:
+    with transaction.atomic():
+        record("team.update", actor=world.admin, team=world.vision, before=AWKWARD_NUMBERS)
+    with transaction.atomic(), batch():
+        record("team.update", actor=world.admin, team=world.vision, after=AWKWARD_NUMBERS)
+    first, second = AuditEvent.chain.order_by("seq")
+    assert first.before is not None and first.before == second.after
+    # The same numbers as a float reads them, whatever form the database gives them back in.
+    assert {k: float(v) for k, v in first.before.items()} == {
+        k: float(v) for k, v in AWKWARD_NUMBERS.items()
+    }
+    assert first.before["bigint"] == 2**63 - 1
+    assert "audit chain OK: 2 events" in _verify()
+
+
+def _hash_with(after: object) -> str:
+    event = AuditEvent(seq=1, at=datetime(2026, 12, 1, tzinfo=UTC), action="x", after=after)
+    return event_hash(event, GENESIS_HASH)
+
+
+@pytest.mark.parametrize(
+    ("written", "read_back"),
+    [(1e16, 10**16), (1.5e16, 15 * 10**15), (1e308, 10**308), (-1e17, -(10**17)), (-0.0, 0.0)],
+)
+def test_a_number_hashes_alike_in_the_form_jsonb_gives_back(written: float, read_back: int) -> None:
+    # jsonb keeps a number as a decimal and prints it without an exponent or a sign on zero.
+    assert _hash_with({"w": [written]}) == _hash_with({"w": [read_back]})
+
+
+def test_different_numbers_still_hash_apart() -> None:
+    numbers = [0.1, 0.2, 1e16, 1e16 + 2, 2**63 - 1, 2**63 - 2, 100.0, 1e-7, 1e308, 1.0]
+    assert len({_hash_with({"w": n}) for n in numbers}) == len(numbers)
+
+
+def test_snapshot_keeps_numbers_json_cannot_carry_as_text() -> None:
+    assert snapshot([math.inf, -math.inf, math.nan]) == ["Infinity", "-Infinity", "NaN"]
 
 
 def test_verify_finds_a_truncated_tail(world: World) -> None:
     events = _three_events(world)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [events[-1].pk])
-    with pytest.raises(CommandError, match="but the head says"):
-        _verify()
+    out, _ = _verify_broken()
+    assert f"chain ends at seq={events[1].seq} but the head says seq={events[2].seq}" in out
 
 
 def test_a_chain_rewritten_without_the_key_does_not_verify(world: World) -> None:
