@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "base",
     "portal",
     "tenants",
     "quotas",
@@ -81,6 +82,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # After authentication: a repeated key is its user's. Runs the view in its transaction.
+    "base.idempotency.IdempotencyMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -225,6 +228,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "base.schema.add_shared_answers",
+    ],
 }
 
 # One-minute GPU roll-ups older than this are pruned (monitoring.retention.prune_rollups).

@@ -1,0 +1,1 @@
+"""What every app shares (DESIGN.md section 3). Imports no app."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BaseConfig(AppConfig):
+    name = "base"
+    verbose_name = "Shared"
