@@ -6,7 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import PositiveBigIntegerField, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils.dateparse import parse_datetime
+from kubernetes.utils import parse_quantity
 
 from cluster.backend import Obj
 from cluster.models import Gpu, Node
@@ -57,7 +60,27 @@ def sync_node(obj: Obj, gpu_types: dict[str, GpuType]) -> tuple[Node, bool]:
         Gpu.objects.bulk_create(
             [Gpu(node=node, index=i) for i in range(node.gpu_capacity) if i not in have]
         )
+        _record_largest(node.gpu_type, obj)
     return node, before != node.schedulable
+
+
+def _record_largest(gpu_type: GpuType | None, obj: Obj) -> None:
+    """Raise the type's record of the most CPU and memory one node offers to this node's, where
+    larger: submission refuses a job no node of the type could hold."""
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    if gpu_type is None or not {"cpu", "memory"} <= allocatable.keys():
+        return
+    cpu = int(parse_quantity(allocatable["cpu"]) * 1000)
+    memory = int(parse_quantity(allocatable["memory"]))
+    if (gpu_type.node_cpu_millis or 0) >= cpu and (gpu_type.node_memory_bytes or 0) >= memory:
+        return
+    # Typed: an untyped Value is bound as a 4-byte integer on PostgreSQL, and 2 TiB wraps to 0.
+    cpu_value, memory_value = (Value(v, PositiveBigIntegerField()) for v in (cpu, memory))
+    GpuType.objects.filter(pk=gpu_type.pk).update(
+        node_cpu_millis=Greatest(Coalesce("node_cpu_millis", cpu_value), cpu_value),
+        node_memory_bytes=Greatest(Coalesce("node_memory_bytes", memory_value), memory_value),
+    )
+    gpu_type.refresh_from_db(fields=["node_cpu_millis", "node_memory_bytes"])
 
 
 def gpu_types_by_label() -> dict[str, GpuType]:

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from audit.record import record
 from jobs.models import TERMINAL_STATES, Job, JobEvent, State
-from jobs.spec import JobSpec, SpecError, masked_env, parse_spec
+from jobs.spec import JobSpec, SpecError, masked_env, node_misfits, parse_spec
 from jobs.states import transition
 from portal.bulk import insert_rows, together, transaction_together
 from quotas.models import GpuType, Queue
@@ -43,7 +43,8 @@ class _Limits:
 _NEXT_ID = {"postgresql": "(SELECT nextval(pg_get_serial_sequence('jobs_job', 'id')))"}
 _LIMITS_SQL = """
 SELECT member.id, cap.max_gpus, gpu.id, gpu.name, gpu.gpus_per_node, quota."limit",
-       queue.id, queue.name, queue.priority, queue.preemptible, queue.max_runtime, {next_id}
+       queue.id, queue.name, queue.priority, queue.preemptible, queue.max_runtime, {next_id},
+       gpu.node_cpu_millis, gpu.node_memory_bytes
 FROM tenants_team team
 LEFT JOIN tenants_membership member ON member.team_id = team.id AND member.user_id = %s
 LEFT JOIN quotas_membercap cap ON cap.team_id = team.id AND cap.user_id = %s
@@ -53,7 +54,7 @@ LEFT JOIN quotas_quota quota
 LEFT JOIN quotas_queue queue ON queue.team_id = team.id
 WHERE team.id = %s
 """
-_GPU_FIELDS = ("id", "name", "gpus_per_node")
+_GPU_FIELDS = ("id", "name", "gpus_per_node", "node_cpu_millis", "node_memory_bytes")
 _QUEUE_FIELDS = ("id", "name", "priority", "preemptible", "max_runtime")
 
 
@@ -67,7 +68,8 @@ def _limits(team: Team, user: User, gpu_type: str) -> _Limits:
     member, cap, gpu_id, gpu_name, gpus_per_node, limit = rows[0][:6]
     gpu = None
     if gpu_id is not None:  # instances with the other fields deferred, as `.only()` makes them
-        gpu = GpuType.from_db(connection.alias, _GPU_FIELDS, (gpu_id, gpu_name, gpus_per_node))
+        values = (gpu_id, gpu_name, gpus_per_node, *rows[0][12:14])
+        gpu = GpuType.from_db(connection.alias, _GPU_FIELDS, values)
     queues = {}
     for row in rows:
         if row[6] is not None:
@@ -119,6 +121,10 @@ def _check_fits(
                 f"{gpu_type.name} have {gpu_type.gpus_per_node}"
             }
         )
+    if misfits := node_misfits(
+        spec, gpu_type.name, gpu_type.node_cpu_millis, gpu_type.node_memory_bytes
+    ):
+        raise SpecError(misfits)
     total = spec.nodes * spec.gpus_per_node
     if total > limit:
         raise SpecError(

@@ -14,8 +14,8 @@ from rest_framework.response import Response
 
 from jobs.access import access_job
 from jobs.actions import cancel_job, clone_job, submit_job
-from jobs.models import Job, State
-from jobs.serializers import JobDetailSerializer, JobSerializer
+from jobs.models import SPEC_BODIES, Job, State
+from jobs.serializers import JobDetailSerializer, JobSerializer, JobSummarySerializer
 from jobs.spec import SpecError, parse_spec
 from portal.api import TenantViewSet
 from portal.auth import signed_in
@@ -43,15 +43,17 @@ def team_for_submission(user: Any, slug: str | None) -> Team:
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
     model = Job
     related = ("team", "owner", "queue", "gpu_type")
-    serializer_class = JobSerializer
+    serializer_class = JobSummarySerializer
 
-    def get_serializer_class(self) -> type[JobSerializer]:
-        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+    def get_serializer_class(self) -> type[JobSummarySerializer]:
+        return JobDetailSerializer if self.action == "retrieve" else JobSummarySerializer
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         params = self.request.query_params
         if self.action == "retrieve":
             queryset = queryset.prefetch_related("events")
+        elif self.action == "list":  # a summary: the spec's bodies stay in the database
+            queryset = queryset.defer(*SPEC_BODIES)
         if states := params.get("state"):
             wanted = [s.strip().upper() for s in states.split(",")]
             unknown = set(wanted) - set(State.values)

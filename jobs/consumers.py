@@ -2,8 +2,10 @@
 
 Every consumer resolves its groups at connect through an access helper and refuses otherwise:
 4401 for anonymous users, 4404 for what the user may not see (the same answer as a missing
-object), 4403 for a role the user lacks. Messages go out through a `Delivery`, so a slow browser
-never blocks or loses what matters (monitoring/delivery.py).
+object), 4403 for a role the user lacks; 1013 (try again later) while the channel layer cannot
+reach its store, as the layer says with the builtin ConnectionError (portal.channel_layer).
+Messages go out through a `Delivery`, so a slow browser never blocks or loses what matters
+(monitoring/delivery.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tenants.access import access_team
 LAYER_MESSAGES = frozenset(
     {"job.status", "job.log", "job.metrics", "team.usage", "cluster.gpus", "cluster.xid"}
 )
+TRY_AGAIN_LATER = 1013  # RFC 6455: the server is overloaded or a dependency is away
 
 
 class TenantConsumer(AsyncJsonWebsocketConsumer):
@@ -53,8 +56,13 @@ class TenantConsumer(AsyncJsonWebsocketConsumer):
         except PermissionDenied:
             await self.close(code=4403)
             return
-        for group in groups:
-            await self.channel_layer.group_add(group, self.channel_name)
+        try:
+            for group in groups:
+                await self.channel_layer.group_add(group, self.channel_name)
+        except ConnectionError:  # the layer's store (Redis) is away: no live messages to give
+            await self.accept()  # a close before accepting would reach the browser as a 403
+            await self.close(code=TRY_AGAIN_LATER)
+            return
         self.joined = groups
         await self.accept()
         self.delivery = self.make_delivery()

@@ -31,6 +31,8 @@ EXPLANATION_FIELDS = (
     "estimated_start_latest",
 )
 """Why a QUEUED job waits and when it should start: the scheduler's word, cleared on leaving."""
+SPEC_BODIES = ("command", "args", "env")
+"""The spec's fields of unbounded size (up to MAX_SPEC_BYTES): shown only on the job's own page."""
 
 
 class Job(TenantOwned):

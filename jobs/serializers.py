@@ -1,4 +1,8 @@
-"""How a job looks in the API: its spec (environment masked) plus where it stands."""
+"""How a job looks in the API: its spec (environment masked) plus where it stands.
+
+Lists show a summary without the spec's bodies (command, args, env): an environment may hold a
+megabyte, and every teammate's list would carry it.
+"""
 
 from typing import Any
 
@@ -14,12 +18,11 @@ class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
         fields = ["from_state", "to_state", "reason", "at"]
 
 
-class JobSerializer(serializers.ModelSerializer[Job]):
+class JobSummarySerializer(serializers.ModelSerializer[Job]):
     team = serializers.CharField(source="team.slug")
     owner = serializers.CharField(source="owner.username")
     queue = serializers.CharField(source="queue.name")
     gpu_type = serializers.CharField(source="gpu_type.name")
-    env = serializers.SerializerMethodField()
     cpu = serializers.CharField()
     reason = serializers.SerializerMethodField()
     estimated_start = serializers.SerializerMethodField()
@@ -32,9 +35,6 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "team",
             "queue",
             "image",
-            "command",
-            "args",
-            "env",
             "gpu_type",
             "gpus_per_node",
             "nodes",
@@ -56,9 +56,6 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         ]
         read_only_fields = fields
 
-    def get_env(self, job: Job) -> dict[str, str]:
-        return masked_env(job.env)
-
     def get_reason(self, job: Job) -> dict[str, Any] | None:
         if not job.pending_code:
             return None
@@ -72,6 +69,17 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         if job.estimated_start is None:
             return None
         return {"earliest": job.estimated_start, "latest": job.estimated_start_latest}
+
+
+class JobSerializer(JobSummarySerializer):
+    env = serializers.SerializerMethodField()
+
+    class Meta(JobSummarySerializer.Meta):
+        fields = [*JobSummarySerializer.Meta.fields, "command", "args", "env"]
+        read_only_fields = fields
+
+    def get_env(self, job: Job) -> dict[str, str]:
+        return masked_env(job.env)
 
 
 class JobDetailSerializer(JobSerializer):

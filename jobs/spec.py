@@ -7,14 +7,17 @@ and never repeat a submitted value that might be a secret.
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import asdict, dataclass, field
-from decimal import Decimal, InvalidOperation
+from dataclasses import asdict, dataclass, field, fields
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 import yaml
+from django.utils.translation import gettext as _
 
 from portal.errors import FieldErrors
+from portal.untrusted import MAX_DEPTH, field_problems, too_deep
 
 FIELDS = (
     "name",
@@ -37,19 +40,34 @@ MAX_GPUS_PER_NODE = 64
 MAX_CPU = 512
 MAX_ENV = 100
 MAX_ARG_CHARS = 4096
+MAX_ENV_VALUE = 32 * 1024
+"""Bytes of one variable's value: Linux refuses to start a program with one over 128 KiB."""
+MAX_SPEC_BYTES = 1024 * 1024
+"""Bytes of a whole spec as JSON: a Kubernetes Job must fit in etcd's 1.5 MiB with its metadata."""
+MAX_MEMORY_CHARS = 32
+MAX_INT_DIGITS = 20
 DEFAULT_CPU = Decimal(4)
 DEFAULT_MEMORY = "16Gi"
 
-DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
-# Docker reference grammar, simplified: [registry[:port]/]path[:tag][@sha256:digest]
-IMAGE_REF = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@sha256:[a-f0-9]{64})?$"
+# Patterns are matched with `fullmatch`: `$` would also match before a trailing newline.
+DNS_LABEL = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")
+# The distribution reference grammar (as containerd parses images): [registry/]path[:tag][@digest]
+# where the first component is a registry only if it has a '.' or a port or is localhost, so a
+# path (every repository name) is lowercase.
+_DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_REGISTRY = (
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})+(?::[0-9]+)?"
+    rf"|localhost(?::[0-9]+)?|{_DOMAIN_PART}:[0-9]+)"
 )
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(
+    rf"(?:{_REGISTRY}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+QUANTITY = re.compile(r"(?P<number>[0-9]+(\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5}
+_DECIMAL = {"k": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 SECRET_NAME = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|CREDENTIAL|PRIVATE)", re.I)
 SECRET_VALUE = re.compile(
     r"(-----BEGIN [A-Z ]*PRIVATE KEY-----|^AKIA[0-9A-Z]{16}$|^gh[pousr]_[A-Za-z0-9]{30,}$|"
@@ -93,9 +111,77 @@ def masked_env(env: dict[str, str]) -> dict[str, str]:
     return {name: MASK if looks_secret(name, value) else value for name, value in env.items()}
 
 
+def memory_bytes(quantity: str) -> int:
+    """The bytes a memory quantity (one `QUANTITY` matches) stands for, rounded up as Kubernetes
+    rounds."""
+    parts = QUANTITY.fullmatch(quantity)
+    assert parts is not None, quantity
+    suffix = parts["suffix"] or ""
+    scale = 1024 ** _BINARY[suffix] if suffix in _BINARY else 1000 ** _DECIMAL.get(suffix, 0)
+    return int((Decimal(parts["number"]) * scale).to_integral_value(ROUND_CEILING))
+
+
+def _memory_text(size: int) -> str:
+    """`size` bytes in the largest binary unit that holds it whole."""
+    for suffix, power in sorted(_BINARY.items(), key=lambda item: -item[1]):
+        if size % 1024**power == 0:
+            return f"{size // 1024**power}{suffix}"
+    return str(size)
+
+
+def _cores(cpu: Decimal) -> str:
+    return format(cpu.normalize(), "f")
+
+
+def node_misfits(
+    spec: JobSpec, gpu_type: str, cpu_millis: int | None, memory: int | None
+) -> dict[str, str]:
+    """What of `spec` no node of its GPU type could ever hold, given the most CPU (millicores)
+    and memory (bytes) one offers; a figure not known yet refuses nothing."""
+    misfits: dict[str, str] = {}
+    message = _("%(asked)s requested, nodes of type %(type)s have at most %(most)s")
+    if cpu_millis is not None and spec.cpu * 1000 > cpu_millis:
+        most = _cores(Decimal(cpu_millis) / 1000)
+        misfits["cpu"] = message % {"asked": _cores(spec.cpu), "type": gpu_type, "most": most}
+    if memory is not None and memory_bytes(spec.memory) > memory:
+        most = _memory_text(memory)
+        misfits["memory"] = message % {"asked": spec.memory, "type": gpu_type, "most": most}
+    return misfits
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, bounded: PyYAML recurses once per level of nesting, and converts
+    integers of any length (a 5,000-digit one raises ValueError)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.depth > MAX_DEPTH:
+            raise SpecError({"spec": too_deep()})
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_DIGITS:
+        message = _("line %(line)d: integers have at most %(digits)d digits")
+        raise SpecError(
+            {"spec": message % {"line": node.start_mark.line + 1, "digits": MAX_INT_DIGITS}}
+        )
+    return loader.construct_yaml_int(node)
+
+
+_SpecLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+
+
 def load_yaml(text: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -139,10 +225,13 @@ def _env(errors: dict[str, str], data: dict[str, Any]) -> dict[str, str]:
         errors["env"] = f"at most {MAX_ENV} variables, got {len(value)}"
     env: dict[str, str] = {}
     for name, raw in value.items():
-        if not isinstance(name, str) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             errors["env"] = f"{str(name)[:64]!r} is not a valid variable name"
         elif isinstance(raw, bool) or not isinstance(raw, str | int | float):
             errors["env"] = f"{name}: value must be a string"
+        elif (size := len(str(raw).encode())) > MAX_ENV_VALUE:
+            message = _("%(name)s: value must be at most %(most)d bytes, got %(size)d")
+            errors["env"] = message % {"name": name, "most": MAX_ENV_VALUE, "size": size}
         else:
             env[name] = str(raw)
     return env
@@ -164,7 +253,7 @@ def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         errors["name"] = "is required"
-    elif len(name) > MAX_NAME or not DNS_LABEL.match(name):
+    elif len(name) > MAX_NAME or not DNS_LABEL.fullmatch(name):
         errors["name"] = (
             f"must be a DNS label: lowercase letters, digits and '-', starting with a letter, "
             f"at most {MAX_NAME} characters"
@@ -172,7 +261,7 @@ def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
     image = data.get("image")
     if not isinstance(image, str) or not image:
         errors["image"] = "is required"
-    elif len(image) > 255 or not IMAGE_REF.match(image):
+    elif len(image) > 255 or not IMAGE_REF.fullmatch(image):
         errors["image"] = "is not a valid image reference (e.g. registry.example/team/train:1.0)"
     for key in ("team", "queue", "gpu_type"):
         if key in data and not isinstance(data[key], str):
@@ -180,7 +269,11 @@ def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
     if not isinstance(data.get("gpu_type"), str):
         errors.setdefault("gpu_type", "is required")
     memory = data.get("memory", DEFAULT_MEMORY)
-    if not isinstance(memory, str) or not QUANTITY.match(memory):
+    if (
+        not isinstance(memory, str)
+        or len(memory) > MAX_MEMORY_CHARS
+        or not QUANTITY.fullmatch(memory)
+    ):
         errors["memory"] = "must be a Kubernetes quantity such as 64Gi"
 
 
@@ -188,6 +281,8 @@ def parse_spec(data: object) -> JobSpec:
     """Check a spec's shape; raise SpecError with every problem found."""
     if not isinstance(data, dict):
         raise SpecError({"spec": "must be a mapping of job fields"})
+    if unstorable := field_problems(data, whole="spec"):
+        raise SpecError(unstorable)  # alone: the other messages may repeat what cannot be shown
     errors: dict[str, str] = {}
     for unknown in sorted(set(data) - set(FIELDS), key=str):
         errors[str(unknown)[:64]] = f"unknown field (known: {', '.join(FIELDS)})"
@@ -203,7 +298,7 @@ def parse_spec(data: object) -> JobSpec:
         max_runtime = _int(errors, data, "max_runtime", 60, 30 * 24 * 3600)
     if errors:
         raise SpecError(errors)
-    return JobSpec(
+    spec = JobSpec(
         name=data["name"],
         team=data.get("team"),
         queue=data.get("queue"),
@@ -218,3 +313,15 @@ def parse_spec(data: object) -> JobSpec:
         memory=data.get("memory", DEFAULT_MEMORY),
         max_runtime=max_runtime,
     )
+    _check_size(spec)
+    return spec
+
+
+def _check_size(spec: JobSpec) -> None:
+    shallow = {f.name: getattr(spec, f.name) for f in fields(spec)}  # as_dict's deep copy: 40 µs
+    size = len(json.dumps(shallow, default=str, ensure_ascii=False).encode())
+    if size > MAX_SPEC_BYTES:
+        message = _(
+            "is %(size)d bytes, at most %(most)d (a Kubernetes Job must fit in etcd's 1.5 MiB)"
+        )
+        raise SpecError({"spec": message % {"size": size, "most": MAX_SPEC_BYTES}})

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from jobs.access import access_job, can_change_job
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.forms import JobForm
-from jobs.models import ACTIVE_STATES, Job, State
+from jobs.models import ACTIVE_STATES, SPEC_BODIES, Job, State
 from jobs.spec import SpecError, masked_env, parse_spec
 from jobs.usage import usage_against_quota
 from portal.auth import signed_in
@@ -34,7 +34,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     active = (
         Job.objects.for_user(request.user)
         .filter(owner=signed_in(request), state__in=ACTIVE_STATES)
-        .select_related("team", "owner", "queue", "gpu_type")[:20]
+        .select_related("team", "owner", "queue", "gpu_type")
+        .defer(*SPEC_BODIES)[:20]
     )
     return render(
         request,
@@ -45,7 +46,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.for_user(request.user).select_related("team", "owner", "queue", "gpu_type")
+    jobs = (
+        Job.objects.for_user(request.user)
+        .select_related("team", "owner", "queue", "gpu_type")
+        .defer(*SPEC_BODIES)
+    )
     state = request.GET.get("state", "")
     if state in State.values:
         jobs = jobs.filter(state=state)

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi, tables
+from kubesim import discovery, errors, listoptions, openapi, tables
 from kubesim.api import ListResult
 from kubesim.faults import FaultInjector
 from kubesim.podlog import pod_log
@@ -197,6 +197,8 @@ class Server:
             created = api.create(r, route.ns, await self._body(request))
             return _json(created.raw, 201)
         flt = self._filter(request, route)
+        watching = request.method == "GET" and q.get("watch") in ("true", "1")
+        listoptions.validate(q, watching)
         if request.method == "DELETE":
             options = await self._delete_options(request)
             result = api.list_objects(r, flt.namespace, flt.labels, flt.fields)
@@ -205,7 +207,7 @@ class Server:
             return _json(_list_body(r, result))
         if request.method != "GET":
             raise errors.method_not_allowed(request.method)
-        if q.get("watch") in ("true", "1"):
+        if watching:
             return await self._watch(request, r, flt)
         limit = int(q.get("limit") or 0)
         result = api.list_objects(
@@ -234,19 +236,23 @@ class Server:
                 row = tables.table(r, [stored], self.sim.store.rv, self.sim.clock.now(), include)
                 return b'{"type":"' + type_.encode() + b'","object":' + row + b"}\n"
 
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        send = listoptions.send_initial_events(q)
+        # Without sendInitialEvents, "" and "0" start from the current objects (the legacy
+        # default); a streaming list ends them with a bookmark if the client takes bookmarks.
+        initial = send if send is not None else rv in (None, "", "0")
         stream = WatchStream(self.sim.store, r, flt, encode)
         response = web.StreamResponse(
             headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"}
         )
         try:
-            stream.start(rv)
+            stream.start(rv, initial, end_bookmark=bool(send) and bookmarks)
         except errors.ApiError as exc:  # e.g. 410 Expired: an ERROR event, as the watch cache sends
             await response.prepare(request)
             await response.write(b'{"type":"ERROR","object":' + dumps(exc.status()) + b"}\n")
             await response.write_eof()
             return response
         timeout = float(q.get("timeoutSeconds") or 1800)
-        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         deadline, next_bookmark = loop.time() + timeout, loop.time() + BOOKMARK_INTERVAL_S

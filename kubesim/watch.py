@@ -1,7 +1,9 @@
 """Watch streams: initial state or history replay, then live changes, filtered by selector.
 
 An object that starts or stops matching the selector arrives as ADDED or DELETED, as from the
-real watch cache. Bookmarks carry only kind, apiVersion and metadata.resourceVersion.
+real watch cache. Bookmarks carry only kind, apiVersion and metadata.resourceVersion; the one that
+ends a streaming list's initial events is annotated `k8s.io/initial-events-end: "true"`, which
+client-go's reflector (kubectl wait, informers) waits for before it trusts its cache.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from kubesim.selectors import FieldSelector, Requirement, fields_match, labels_m
 from kubesim.store import Change, Store, Stored, Watcher, dumps
 
 BOOKMARK_INTERVAL_S = 5.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass
@@ -54,12 +57,11 @@ def translate(change: Change, flt: WatchFilter) -> str | None:
     return None
 
 
-def bookmark(resource: Resource, rv: int) -> bytes:
-    obj = {
-        "kind": resource.kind,
-        "apiVersion": resource.group_version,
-        "metadata": {"resourceVersion": str(rv)},
-    }
+def bookmark(resource: Resource, rv: int, initial_events_end: bool = False) -> bytes:
+    metadata: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
+    obj = {"kind": resource.kind, "apiVersion": resource.group_version, "metadata": metadata}
     return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
 
@@ -121,18 +123,24 @@ class WatchStream:
             timer.cancel()
             self._waiter = None
 
-    def start(self, rv: str | None) -> None:
-        """Queue the initial events, then subscribe (no await in between: nothing is missed)."""
-        if rv and rv != "0":
-            for change in self.store.changes_since(self.resource.key, int(rv)):
-                self._deliver(change)
-        else:
+    def start(self, rv: str | None, initial: bool, end_bookmark: bool = False) -> None:
+        """Queue the initial events, then subscribe (no await in between: nothing is missed).
+
+        `initial`: ADDED for every current object (then, with `end_bookmark`, the bookmark that
+        ends them); otherwise the changes after `rv`, or none when the watch starts now.
+        """
+        if initial:
             for stored in sorted(
                 self.store.items(self.resource.key, self.flt.namespace),
                 key=lambda s: (s.namespace, s.name),
             ):
                 if self.flt.matches(stored):
                     self._put(self.encode("ADDED", stored))
+            if end_bookmark:
+                self._put(bookmark(self.resource, self.store.rv, initial_events_end=True))
+        elif rv and rv != "0":
+            for change in self.store.changes_since(self.resource.key, int(rv)):
+                self._deliver(change)
         self.store.add_watcher(self.watcher)
 
     def stop(self) -> None:

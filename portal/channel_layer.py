@@ -12,19 +12,27 @@ at most on a busy event loop, whatever the CPU. Here one reader task per process
 FETCH_MAX messages per round trip, keeping them in a backup key until they have arrived, so a
 cancelled read loses nothing (as channels_redis's backup does), and fills the channels'
 buffers; each consumer just waits on its own.
+
+With Redis away (portal.outage), sends are dropped with a warning (what they carry is in the
+database: consumers fill gaps from it, pages reload it), joining a group raises the builtin
+`ConnectionError`, which a consumer turns into "try again later" without knowing the layer, and
+the reader waits for Redis to come back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from channels_redis.core import RedisChannelLayer as BaseRedisChannelLayer
+
+from portal.outage import RETRY_S, UNREACHABLE, Outage
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +81,7 @@ return taken
 FETCH_MAX = 500
 
 Push = tuple[str, bytes, int]  # channel key, serialized message, capacity
+T = TypeVar("T")
 
 
 class RedisChannelLayer(BaseRedisChannelLayer):
@@ -82,6 +91,40 @@ class RedisChannelLayer(BaseRedisChannelLayer):
         self._arrived: dict[str, bool] = collections.defaultdict(lambda: True)
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._receivers = 0
+        self.outage = Outage(
+            "Redis channel layer", "live messages are dropped and websockets refused"
+        )
+
+    async def _reached(self, call: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """`call(*args)` on Redis; the builtin ConnectionError while Redis is away."""
+        if not self.outage.should_try():
+            raise ConnectionError(f"{self.outage.what} is away")
+        try:
+            result = await call(*args)
+        except UNREACHABLE as exc:
+            self.outage.failed(exc)
+            raise ConnectionError(f"{self.outage.what} is away: {exc}") from exc
+        self.outage.reached()
+        return result
+
+    async def _sent(self, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """A send, dropped while Redis is away (the outage's warning says so)."""
+        with contextlib.suppress(ConnectionError):
+            await self._reached(call, *args)
+
+    async def group_add(self, group: str, channel: str) -> None:
+        """Join a group; ConnectionError while Redis is away, so the socket is refused."""
+        await self._reached(super().group_add, group, channel)
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        # Missed while Redis is away: the membership expires with the group expiry anyway.
+        await self._sent(super().group_discard, group, channel)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await self._sent(super().send, channel, message)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        await self._sent(super().group_send, group, message)
 
     async def receive(self, channel: str) -> dict[str, Any]:
         """The next message of a channel. A process-local channel ("...!...") waits on its
@@ -111,8 +154,11 @@ class RedisChannelLayer(BaseRedisChannelLayer):
         """Move the process's messages into its channels' buffers while anything receives."""
         while self._receivers:
             try:
-                channels, message = await self.receive_single(real_channel)
-            except Exception:  # Redis away: the sockets stay, the reader tries again
+                channels, message = await self._reached(self.receive_single, real_channel)
+            except ConnectionError:  # Redis away: the sockets stay, the reader tries again
+                await asyncio.sleep(RETRY_S)
+                continue
+            except Exception:  # whatever else: logged, and the reader goes on
                 logger.exception("reading %s from Redis failed", real_channel)
                 await asyncio.sleep(1)
                 continue
@@ -148,7 +194,11 @@ class RedisChannelLayer(BaseRedisChannelLayer):
 
     async def group_send_many(self, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Send each (group, message) to its group's members; a full channel drops the message
-        as `group_send` does (the consumers' delivery fills log gaps from storage)."""
+        as `group_send` does (the consumers' delivery fills log gaps from storage); all are
+        dropped while Redis is away."""
+        await self._sent(self._group_send_many, messages)
+
+    async def _group_send_many(self, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
         members = await self._members([group for group, _ in messages])
         pushes: dict[int, list[Push]] = collections.defaultdict(list)
         for (_, message), channels in zip(messages, members, strict=True):

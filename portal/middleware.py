@@ -1,7 +1,8 @@
-"""Per-request context: a request id (echoed in X-Request-ID and logs) and the client address.
+"""Per-request context (a request id, echoed in X-Request-ID and logs, and the client address),
+and the refusal of requests no view could handle.
 
-Actions read them through `current_request_context()` so the audit trail records who asked from
-where without every call site passing the request down.
+Actions read the context through `current_request_context()` so the audit trail records who
+asked from where without every call site passing the request down.
 """
 
 import itertools
@@ -13,7 +14,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext as _
+
+from portal.client_ip import client_ip
+from portal.untrusted import text_problem
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ class RequestContextMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         given = request.headers.get("X-Request-ID", "")
-        context = RequestContext(request_id(given), request.META.get("REMOTE_ADDR"))
+        context = RequestContext(request_id(given), client_ip(request))
         with request_context(context):
             response = self.get_response(request)
         response["X-Request-ID"] = context.request_id
@@ -83,3 +89,58 @@ class RequestIdLogFilter(logging.Filter):
         context = _context.get()
         record.request_id = context.request_id if context else "-"
         return True
+
+
+def _refusal(request: HttpRequest, status: int, field: str, message: str) -> HttpResponse:
+    """The API's field-error JSON for API paths, a plain page for the rest."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({field: [message]}, status=status)
+    text = f"{field}: {message}\n"
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+def body_too_big(length: int | None) -> str:
+    """Why a body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused, with its length where declared."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if length is None:
+        return _("is over the limit of %(limit)d bytes") % {"limit": limit}
+    return _("is %(length)d bytes, the limit is %(limit)d bytes") % {
+        "length": length,
+        "limit": limit,
+    }
+
+
+def _oversized(request: HttpRequest) -> HttpResponse | None:
+    """A body declared larger than Django will read (it would raise RequestDataTooBig later)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None  # Django reads such a body as empty
+    if limit is None or length <= limit:
+        return None
+    return _refusal(request, 413, "body", body_too_big(length))
+
+
+def _unstorable(request: HttpRequest) -> HttpResponse | None:
+    """A path or query parameter holding text no database column can store."""
+    if problem := text_problem(request.path):
+        return _refusal(request, 400, "path", problem)
+    for key, values in request.GET.lists():
+        if problem := text_problem(key):
+            return _refusal(request, 400, "query", problem)
+        for value in values:
+            if problem := text_problem(value):
+                return _refusal(request, 400, key, problem)
+    return None
+
+
+class RefuseUnreadableMiddleware:
+    """Refuse, before any view runs, a body over DATA_UPLOAD_MAX_MEMORY_SIZE (413) and a path or
+    query string holding NUL or a lone surrogate (400): views then never meet either."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return _oversized(request) or _unstorable(request) or self.get_response(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
 from rest_framework.pagination import PageNumberPagination
@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from portal.errors import FieldErrors
-from portal.middleware import current_request_context
+from portal.middleware import body_too_big, current_request_context
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(_field_errors(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, PermissionDenied):
         return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, RequestDataTooBig):  # sent without a length (the middleware refused those)
+        return Response(
+            {"body": [body_too_big(None)]}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response

@@ -5,9 +5,11 @@ channel layer, a local-memory cache and eager Celery. DATABASE_URL and REDIS_URL
 PostgreSQL and Redis. PORTAL_MODE=production refuses to start with the demo secrets.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env_bool, env_int, env_list, env_secret, env_str
@@ -49,6 +51,11 @@ DEBUG = env_bool("DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"]
 )
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS: production mode needs the host names the portal answers to "
+        "(comma-separated)"
+    )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -60,6 +67,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "base",
@@ -74,8 +82,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "portal.middleware.RequestContextMiddleware",
+    "portal.middleware.RefuseUnreadableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -84,6 +94,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # After authentication: a repeated key is its user's. Runs the view in its transaction.
     "base.idempotency.IdempotencyMiddleware",
+    # Last, as django-axes asks: it turns a login refused for lockout into its answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -148,6 +160,9 @@ if REDIS_URL:
             "BACKEND": "portal.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "portal"),
+            # A Redis that does not answer costs a request this long at most, and only once
+            # per portal.outage.RETRY_S: meanwhile the cache serves from memory.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
         }
     }
     CHANNEL_LAYERS = {
@@ -157,7 +172,14 @@ if REDIS_URL:
                 # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
                 # blocking pop: an idle consumer's read would time out and kill it. Its pool
                 # also refuses a 101st connection at once, which 1,000 sockets closing reach.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 2000}],
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 1,  # a websocket's connect waits on it
+                        "max_connections": 2000,
+                    }
+                ],
                 "prefix": env_str("CHANNEL_PREFIX", "portal"),
                 # Every websocket of a web process shares one Redis key ("specific.<process>!"):
                 # the default 100 would drop messages for all of them at a short stall. Each
@@ -175,6 +197,12 @@ else:
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 
+# The lockout backend goes first: a locked-out username and address is refused before the
+# password is checked (the login form and the token endpoint alike).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -197,6 +225,43 @@ SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# Behind a proxy that ends TLS, the request reaches the portal as plain HTTP: the proxy names
+# the scheme in this header (e.g. X-Forwarded-Proto), which must be one it always sets itself.
+if env_str("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + env_str("SECURE_PROXY_SSL_HEADER").upper().replace("-", "_"),
+        "https",
+    )
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
+SECURE_HSTS_PRELOAD = PRODUCTION
+# Pages run only the portal's own static scripts and styles: no inline code, no other origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "img-src": [SELF, "data:"],  # the API docs' icons are data: URIs
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# How many reverse proxies in front of the portal append to X-Forwarded-For. The client is the
+# address the outermost of them saw; with 0 the header is ignored, since any client can send it.
+# Throttles, the login lockout and the audit trail all read the client's address this way.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+
+# Password guessing: a username is locked out from one address after LOGIN_FAILURE_LIMIT wrong
+# passwords in a row (login form and token endpoint together), for LOGIN_COOLOFF_MINUTES.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "portal.client_ip.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are in the audit trail already
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -204,6 +269,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The browsable API is a demo convenience; production answers JSON only.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        *([] if PRODUCTION else ["rest_framework.renderers.BrowsableAPIRenderer"]),
+    ],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "DEFAULT_PAGINATION_CLASS": "portal.rest.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -215,6 +286,11 @@ REST_FRAMEWORK = {
         "anon": env_str("THROTTLE_ANON", "60/min"),
         "token": env_str("THROTTLE_TOKEN", "30000/min"),
     },
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "portal.rest.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
@@ -237,6 +313,10 @@ SPECTACULAR_SETTINGS = {
 # One-minute GPU roll-ups older than this are pruned (monitoring.retention.prune_rollups).
 METRICS_RETENTION_DAYS = env_int("METRICS_RETENTION_DAYS", 30)
 
+# The priorities a team's queue may have (admins and leads alike): each becomes a cluster-wide
+# PriorityClass, and Kubernetes allows user classes up to 1e9 only.
+QUEUE_PRIORITY_MIN = env_int("QUEUE_PRIORITY_MIN", -1000)
+QUEUE_PRIORITY_MAX = env_int("QUEUE_PRIORITY_MAX", 1000)
 # Kubernetes namespace of a team: "<prefix>-<slug>".
 NAMESPACE_PREFIX = env_str("NAMESPACE_PREFIX", "gpu")
 API_TOKEN_PREFIX = "gpt"
@@ -263,7 +343,3 @@ LOGGING = {
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)
 # The cluster: a kubeconfig file; empty means ~/.kube/config, then in-cluster config.
 KUBECONFIG = env_str("KUBECONFIG")
-# The priorities a team's queue may have (admins and leads alike): each becomes a cluster-wide
-# PriorityClass, and Kubernetes allows user classes up to 1e9 only.
-QUEUE_PRIORITY_MIN = env_int("QUEUE_PRIORITY_MIN", -1000)
-QUEUE_PRIORITY_MAX = env_int("QUEUE_PRIORITY_MAX", 1000)

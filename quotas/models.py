@@ -24,6 +24,14 @@ class GpuType(models.Model):
     price_per_gpu_hour = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
     )
+    # Kept by the inventory sync (cluster/inventory.py), so a job no node could hold is refused
+    # at submission instead of waiting forever; empty until a node of the type has been seen.
+    node_cpu_millis = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The most CPU (millicores) one node of this type offers."
+    )
+    node_memory_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The most memory (bytes) one node of this type offers."
+    )
 
     class Meta:
         ordering = ["name"]

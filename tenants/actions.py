@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -136,19 +137,29 @@ def remove_member(membership: Membership, *, acting_user: User) -> None:
         membership.delete()
 
 
-def create_token(user: User, name: str) -> tuple[ApiToken, str]:
-    """Issue a personal API token; the raw value is returned once."""
+def create_token(
+    user: User, name: str, *, expires_in_days: int | None = None
+) -> tuple[ApiToken, str]:
+    """Issue a personal API token, optionally ending `expires_in_days` from now (so a leaked and
+    forgotten token stops working); the raw value is returned once."""
     name = name.strip()
     if not name or len(name) > 100:
         raise ValidationError({"name": "must be 1-100 characters"})
+    expires_at = None
+    if expires_in_days is not None:
+        expires_at = timezone.now() + timedelta(days=expires_in_days)
     with transaction.atomic():
-        token, raw = issue_token(user, name)
+        token, raw = issue_token(user, name, expires_at=expires_at)
         record(
             "token.create",
             actor=user,
             team=None,
             target=token,
-            after={"name": name, "prefix": token.prefix},
+            after={
+                "name": name,
+                "prefix": token.prefix,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
         )
     return token, raw
 

@@ -8,6 +8,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.request import Request
@@ -144,7 +145,11 @@ class MeView(APIView):
 
 
 class TokenView(APIView):
-    """Exchange a username and password for a personal API token, shown once."""
+    """Exchange a username and password for a personal API token, shown once.
+
+    Wrong passwords count towards the login lockout (django-axes, through `authenticate`), which
+    answers 429 once a username has failed too often from one address.
+    """
 
     permission_classes = [permissions.AllowAny]
     authentication_classes: list[type] = []
@@ -160,9 +165,18 @@ class TokenView(APIView):
             password=body.validated_data["password"],
         )
         if user is None:
-            return Response({"detail": "Wrong username or password."}, status=401)
-        token, raw = create_token(user, body.validated_data["name"])
+            return Response({"detail": _("Wrong username or password.")}, status=401)
+        token, raw = create_token(
+            user,
+            body.validated_data["name"],
+            expires_in_days=body.validated_data.get("expires_in_days"),
+        )
         return Response(
-            {"token": raw, "name": token.name, "prefix": token.prefix},
+            {
+                "token": raw,
+                "name": token.name,
+                "prefix": token.prefix,
+                "expires_at": token.expires_at,
+            },
             status=status.HTTP_201_CREATED,
         )

@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from tenants.models import Membership, Role, Team
+from tenants.tokens import MAX_TOKEN_DAYS
 
 
 class TeamSerializer(serializers.ModelSerializer[Team]):
@@ -60,3 +61,6 @@ class TokenRequestSerializer(serializers.Serializer[Any]):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=128, style={"input_type": "password"})
     name = serializers.CharField(max_length=100, required=False, default="api")
+    expires_in_days = serializers.IntegerField(
+        min_value=1, max_value=MAX_TOKEN_DAYS, required=False, allow_null=True
+    )

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
@@ -24,21 +25,28 @@ if TYPE_CHECKING:
 
 # Writing last_used_at on every request would turn every read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# The longest lifetime a token may be given when it is created with an expiry.
+MAX_TOKEN_DAYS = 365
 
 
 def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def issue_token(user: User, name: str) -> tuple[ApiToken, str]:
+def issue_token(
+    user: User, name: str, *, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
     """Create a token; the raw value is returned once and never stored."""
     prefix = secrets.token_hex(4)
     raw = f"{settings.API_TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(user=user, name=name, prefix=prefix, key_hash=hash_token(raw))
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=prefix, key_hash=hash_token(raw), expires_at=expires_at
+    )
     return token, raw
 
 
 def authenticate_raw(raw: str) -> ApiToken | None:
+    """The live token with this value; None if there is none, AuthenticationFailed if expired."""
     token = (
         ApiToken.objects.select_related("user")
         .filter(key_hash=hash_token(raw), revoked_at__isnull=True)
@@ -47,6 +55,11 @@ def authenticate_raw(raw: str) -> ApiToken | None:
     if token is None or not token.user.is_active:
         return None
     now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        raise exceptions.AuthenticationFailed(
+            _("API token %(prefix)s expired at %(at)s: create a new one.")
+            % {"prefix": token.prefix, "at": token.expires_at.isoformat(timespec="seconds")}
+        )
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
@@ -60,12 +73,12 @@ class TokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode(errors="replace")
         if not header:
             return None
-        keyword, _, raw = header.partition(" ")
+        keyword, _space, raw = header.partition(" ")
         if keyword not in (self.keyword, "Token"):
             return None
         token = authenticate_raw(raw.strip())
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
+            raise exceptions.AuthenticationFailed(_("Invalid or revoked API token."))
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

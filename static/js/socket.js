@@ -62,11 +62,14 @@ export function showState(element) {
 }
 
 // Builds an element with text content only (never HTML), so log lines and names stay inert.
+// `style` is an object of properties, set through the CSSOM: the Content-Security-Policy
+// refuses style attributes.
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "class") node.className = value;
     else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key === "style") for (const [name, v] of Object.entries(value)) node.style.setProperty(name, v);
     else node.setAttribute(key, value);
   }
   for (const child of children) {

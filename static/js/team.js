@@ -72,7 +72,7 @@ class TeamLive {
       ...rows.map((r) => {
         const percent = r.limit ? Math.min(100, Math.round((100 * r.used) / r.limit)) : 0;
         const guaranteed = r.limit ? Math.round((100 * r.guaranteed) / r.limit) : 0;
-        const bar = el("div", { class: "bar quota", style: `--guaranteed: ${guaranteed}%` }, el("span", { style: `width: ${percent}%` }));
+        const bar = el("div", { class: "bar quota", style: { "--guaranteed": `${guaranteed}%` } }, el("span", { style: { width: `${percent}%` } }));
         return el("tr", { class: r.used > r.guaranteed ? "borrowing" : "" },
           el("td", {}, r.gpu_type), el("td", {}, r.used), el("td", {}, r.guaranteed), el("td", {}, r.limit), el("td", {}, bar));
       }),

@@ -97,7 +97,7 @@ def _log_in(page: Any, url: str, username: str) -> None:
 
 
 def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: Portal) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     url = portal.url
     with sync_playwright() as playwright:
@@ -119,18 +119,12 @@ def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: Portal) -
             bob.on("load", lambda page: loads.append(page.url))
             assert bob.inner_text("#job-state") == "QUEUED"
             portal.start_controller()
-            bob.wait_for_function(
-                "document.getElementById('job-state').textContent.trim() === 'RUNNING'",
-                timeout=60_000,
-            )
-            bob.wait_for_function(
-                "document.querySelectorAll('[data-gpu-table] tr').length >= 2", timeout=60_000
-            )
+            # Locators, not wait_for_function: that evaluates a string in the page, which the
+            # Content-Security-Policy refuses (no 'unsafe-eval').
+            expect(bob.locator("#job-state")).to_have_text("RUNNING", timeout=60_000)
+            bob.locator("[data-gpu-table] tr").nth(1).wait_for(timeout=60_000)
             assert "%" in bob.inner_text("[data-gpu-table]")
-            bob.wait_for_function(
-                "document.querySelectorAll('[data-log-output] .line').length >= 3",
-                timeout=60_000,
-            )
+            bob.locator("[data-log-output] .line").nth(2).wait_for(timeout=60_000)
             assert "loss=" in bob.inner_text("[data-log-output]")
             assert loads == [] and bob.url == job_url  # all of it arrived without a reload
 

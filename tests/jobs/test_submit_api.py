@@ -6,6 +6,7 @@ import pytest
 
 from audit.models import AuditEvent
 from jobs.models import Job, State
+from portal.rest import Pagination
 from tests.conftest import World, api_as, spec
 
 pytestmark = pytest.mark.django_db
@@ -96,3 +97,31 @@ def test_job_list_query_count_does_not_grow_with_jobs(
     with django_assert_max_num_queries(4):  # type: ignore[operator]
         response = client.get("/api/v1/jobs/")
     assert response.json()["count"] == 30
+
+
+def test_job_list_shows_a_summary_and_the_job_its_whole_spec(world: World) -> None:
+    client = api_as(world.bob)
+    body = spec(env={"BLOB": "x" * 30_000}, args=["--epochs", "3"])
+    job_id = client.post("/api/v1/jobs/", body, format="json").json()["id"]
+    listed = api_as(world.alice).get("/api/v1/jobs/")
+    assert len(listed.content) < 2_000
+    row = listed.json()["results"][0]
+    assert not {"command", "args", "env"} & set(row)
+    assert (row["id"], row["name"], row["image"], row["state"]) == (
+        job_id,
+        "train-resnet",
+        "registry.example/vision/train:1.0",
+        "QUEUED",
+    )
+    whole = api_as(world.alice).get(f"/api/v1/jobs/{job_id}/").json()
+    assert whole["env"] == {"BLOB": "x" * 30_000}
+    assert (whole["command"], whole["args"]) == (["python", "train.py"], ["--epochs", "3"])
+
+
+def test_page_size_is_capped(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Pagination, "max_page_size", 2)
+    client = api_as(world.bob)
+    for index in range(3):
+        client.post("/api/v1/jobs/", spec(name=f"job-{index}"), format="json")
+    page = client.get("/api/v1/jobs/?page_size=1000").json()
+    assert (page["count"], len(page["results"])) == (3, 2)

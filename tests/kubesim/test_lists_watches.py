@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
+from typing import Any
 
+import orjson
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from kubesim import KubeSim
+from kubesim.resources import POD
+from kubesim.selectors import parse_label_selector
+from kubesim.store import Store
+from kubesim.watch import WatchFilter, WatchStream
 from tests.kubesim.conftest import pod_manifest
 
 
@@ -156,3 +164,122 @@ def test_watch_ends_after_timeout_seconds(core: client.CoreV1Api, namespace: str
     started = time.monotonic()
     list(watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=1))
     assert 0.9 <= time.monotonic() - started < 5
+
+
+def _stream_events(stream: WatchStream) -> list[tuple[str, dict[str, Any]]]:
+    events = [orjson.loads(line) for line in stream.lines]
+    return [(e["type"], e["object"]["metadata"]) for e in events]
+
+
+def test_streaming_list_sends_the_objects_then_the_initial_events_end_bookmark() -> None:
+    store = Store()
+    for name, app in (("a", "web"), ("b", "db"), ("c", "web")):
+        store.put(
+            POD.key,
+            {"metadata": {"name": name, "namespace": "ns", "labels": {"app": app}}},
+            "ADDED",
+        )
+    stream = WatchStream(store, POD, WatchFilter("ns", parse_label_selector("app=web"), []))
+    stream.start(None, initial=True, end_bookmark=True)
+    listed_at = store.rv
+    store.put(
+        POD.key, {"metadata": {"name": "d", "namespace": "ns", "labels": {"app": "web"}}}, "ADDED"
+    )
+    events = _stream_events(stream)
+    assert [(type_, meta.get("name")) for type_, meta in events] == [
+        ("ADDED", "a"),
+        ("ADDED", "c"),
+        ("BOOKMARK", None),
+        ("ADDED", "d"),
+    ]
+    end = events[2][1]
+    assert end == {
+        "resourceVersion": str(listed_at),
+        "annotations": {"k8s.io/initial-events-end": "true"},
+    }
+
+
+@pytest.mark.parametrize("end_bookmark", [False, True])
+def test_only_a_streaming_list_with_bookmarks_is_ended_by_a_bookmark(end_bookmark: bool) -> None:
+    store = Store()
+    store.put(POD.key, {"metadata": {"name": "a", "namespace": "ns"}}, "ADDED")
+    stream = WatchStream(store, POD, WatchFilter("ns", [], []))
+    stream.start("0", initial=True, end_bookmark=end_bookmark)
+    types = [type_ for type_, _ in _stream_events(stream)]
+    assert types == (["ADDED", "BOOKMARK"] if end_bookmark else ["ADDED"])
+
+
+def test_streaming_list_over_http_ends_its_initial_events_with_a_bookmark(
+    core: client.CoreV1Api, zoo: str
+) -> None:
+    rv = core.list_namespaced_pod(zoo).metadata.resource_version
+    response = core.list_namespaced_pod(
+        zoo,
+        watch=True,
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        allow_watch_bookmarks=True,
+        timeout_seconds=60,
+        _preload_content=False,
+    )
+    lines = iter(response)  # the stream stays open: read only the initial events
+    events = [orjson.loads(next(lines)) for _ in range(4)]
+    response.close()
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("ADDED", "c"),
+        ("BOOKMARK", None),
+    ]
+    end = events[3]["object"]["metadata"]
+    assert end["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(end["resourceVersion"]) >= int(rv)
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        (
+            "watch=true&sendInitialEvents=true",
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=true&resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+        (
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=5",
+            "resourceVersionMatch",
+            'Unsupported value: "Exact": supported values: "NotOlderThan"',
+        ),
+        (
+            "sendInitialEvents=true",
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ),
+        (
+            "resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersionMatch=Exact&resourceVersion=0",
+            "resourceVersionMatch",
+            'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+        ),
+    ],
+)
+def test_list_options_the_api_server_refuses_are_invalid(
+    sim: KubeSim, namespace: str, query: str, field: str, message: str
+) -> None:
+    url = f"{sim.url}/api/v1/namespaces/{namespace}/pods?{query}"
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(url, timeout=5)
+    status = orjson.loads(caught.value.read())
+    assert caught.value.code == 422 and status["reason"] == "Invalid"
+    assert status["details"]["kind"] == "ListOptions"
+    assert any(
+        c["field"] == field and message in c["message"] for c in status["details"]["causes"]
+    ), status

@@ -14,13 +14,26 @@ from portal.env import env_bool, env_secret
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# What a production deployment sets: real secrets and the host names it answers to.
+PRODUCTION_ENV = {
+    "PORTAL_MODE": "production",
+    "SECRET_KEY": "9Lq-vS2xW7pZ_k4rT8mN3bH6yC1dF5gJ0aE9uR2iO7wQ4eX-Yt5Ub",
+    "AUDIT_KEY": "audit-" + "7h3K9m2P5q8R1s4T6v9W" * 2,
+    "ALLOWED_HOSTS": "portal.example.org",
+}
+
+
 def _load_settings(
     code: str = "import portal.settings", **env: str
 ) -> subprocess.CompletedProcess[str]:
-    unset = {"SECRET_KEY", "AUDIT_KEY", "DB_PREPARE_AFTER"}
+    return _run([sys.executable, "-c", code], **env)
+
+
+def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    unset = {"SECRET_KEY", "AUDIT_KEY", "DB_PREPARE_AFTER", "ALLOWED_HOSTS", "DEBUG"}
     clean = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
-        [sys.executable, "-c", code],
+        argv,
         cwd=ROOT,
         env={**clean, **env},
         capture_output=True,
@@ -42,8 +55,46 @@ def test_production_starts_with_real_secrets_from_files(tmp_path: Path) -> None:
         PORTAL_MODE="production",
         SECRET_KEY_FILE=str(tmp_path / "secret"),
         AUDIT_KEY_FILE=str(tmp_path / "audit"),
+        ALLOWED_HOSTS="portal.example.org",
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_production_refuses_to_start_without_allowed_hosts() -> None:
+    result = _load_settings(**{**PRODUCTION_ENV, "ALLOWED_HOSTS": ""})
+    assert result.returncode != 0
+    assert "ALLOWED_HOSTS: production mode needs the host names" in result.stderr
+
+
+def test_production_passes_the_deploy_check_without_a_warning() -> None:
+    result = _run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        **PRODUCTION_ENV,
+        SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+    assert "WARNING" not in result.stdout + result.stderr
+
+
+def test_production_trusts_the_proxys_scheme_header_only_when_configured() -> None:
+    show = "import portal.settings as s; print(getattr(s, 'SECURE_PROXY_SSL_HEADER', None))"
+    configured = _load_settings(show, **PRODUCTION_ENV, SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto")
+    assert configured.stdout.strip() == "('HTTP_X_FORWARDED_PROTO', 'https')"
+    assert _load_settings(show, **PRODUCTION_ENV).stdout.strip() == "None"
+
+
+def test_x_forwarded_for_is_believed_only_behind_the_configured_proxies() -> None:
+    show = "import portal.settings as s; print(s.REST_FRAMEWORK['NUM_PROXIES'])"
+    assert _load_settings(show).stdout.strip() == "0"
+    assert _load_settings(show, TRUSTED_PROXY_COUNT="2").stdout.strip() == "2"
+
+
+def test_the_browsable_api_is_off_in_production() -> None:
+    show = "import portal.settings as s; print(s.REST_FRAMEWORK['DEFAULT_RENDERER_CLASSES'])"
+    production = _load_settings(show, **PRODUCTION_ENV)
+    assert production.stdout.strip() == "['rest_framework.renderers.JSONRenderer']"
+    assert "BrowsableAPIRenderer" in _load_settings(show).stdout
 
 
 def test_env_helpers_name_the_variable_on_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:

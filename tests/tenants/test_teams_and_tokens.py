@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
 import pytest
 from django.test import Client
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
 
 from tenants.models import ApiToken, Membership
 from tenants.scoping import ScopeError
 from tests.conftest import PASSWORD, World, api_as
+
+if TYPE_CHECKING:
+    from rest_framework.response import _MonkeyPatchedResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +113,40 @@ def test_me_lists_my_teams_and_roles(world: World) -> None:
         "is_admin": False,
         "teams": [{"slug": "vision", "name": "Vision", "role": "lead"}],
     }
+
+
+def _exchange(**extra: object) -> _MonkeyPatchedResponse:
+    body = {"username": "bob", "password": PASSWORD, "name": "cli", **extra}
+    return APIClient().post("/api/v1/auth/token/", body, format="json")
+
+
+def test_a_token_may_be_given_an_expiry_and_answers_401_once_it_has_passed(world: World) -> None:
+    response = _exchange(expires_in_days=30)
+    assert response.status_code == 201
+    token = ApiToken.objects.get(user=world.bob)
+    assert token.expires_at is not None
+    lifetime = token.expires_at - token.created_at
+    assert abs(lifetime - timedelta(days=30)) < timedelta(minutes=1)
+    assert parse_datetime(response.json()["expires_at"]) == token.expires_at
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {response.json()['token']}")
+    assert client.get("/api/v1/me/").status_code == 200
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    expired = client.get("/api/v1/me/")
+    assert expired.status_code == 401
+    assert f"API token {token.prefix} expired at" in expired.json()["detail"]
+
+
+def test_a_token_without_expiry_keeps_working(world: World) -> None:
+    response = _exchange()
+    assert response.status_code == 201 and response.json()["expires_at"] is None
+    assert ApiToken.objects.get(user=world.bob).expires_at is None
+
+
+@pytest.mark.parametrize("days", [0, 366, -1])
+def test_a_token_expiry_outside_one_to_365_days_is_refused(world: World, days: int) -> None:
+    response = _exchange(expires_in_days=days)
+    assert response.status_code == 400
+    assert list(response.json()) == ["expires_in_days"]
+    assert str(365 if days > 365 else 1) in response.json()["expires_in_days"][0]
+    assert not ApiToken.objects.exists()
