@@ -195,11 +195,16 @@ def _pending(decisions: dict[int, Pending], explanations: Explanations, at: date
 
 
 def apply_decisions(
-    decisions: Decisions, now: datetime, explanations: Explanations | None = None
+    decisions: Decisions,
+    now: datetime,
+    explanations: Explanations | None = None,
+    *,
+    holder: str,
 ) -> Applied:
+    """Write a cycle's decisions, if `holder` still leads (else `cluster.lease.Lost`)."""
     applied = Applied()
     # One transaction; the moves, their JobEvents and audit events are written together.
-    with writing() as jobs:
+    with writing(holder) as jobs:
         jobs.lock(
             [p.job_id for p in decisions.preemptions] + [a.job_id for a in decisions.admissions]
         )

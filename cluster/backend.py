@@ -43,6 +43,10 @@ class ClusterBackend(Protocol):
     def delete_job(self, namespace: str, name: str) -> bool:
         """Delete a Job and, in the background, its pods; False when it was already gone."""
 
+    def expire_job(self, namespace: str, name: str, ttl_s: int) -> bool:
+        """Let Kubernetes delete a finished Job `ttl_s` after it finished (its outcome is
+        recorded); False when it was already gone."""
+
     def list(self, kind: str, label_selector: str = "", field_selector: str = "") -> Listing:
         """kind is one of "jobs", "pods", "nodes", "events", across all namespaces."""
 

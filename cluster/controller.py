@@ -25,6 +25,7 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from audit.checkpoints import periodic_checkpoint
 from audit.record import record
 from cluster import lease
 from cluster.apply import Explanations, apply_decisions, stop_preempted
@@ -32,9 +33,10 @@ from cluster.backend import ClusterBackend, Obj, Unavailable
 from cluster.inventory import gpu_types_by_label, sync_node, sync_nodes
 from cluster.locked import LockedJobs
 from cluster.logs import LogFollowers
-from cluster.manifests import LABEL_JOB, LABEL_MANAGED, PORTAL, job_object
+from cluster.manifests import FINISHED_TTL_S, LABEL_JOB, LABEL_MANAGED, PORTAL, job_object
 from cluster.observe import (
     REPORT_FIELDS,
+    awaits_ttl,
     explain_admitted,
     ids_of,
     job_may_move,
@@ -45,7 +47,6 @@ from cluster.observe import (
     pod_may_move,
     pod_signature,
     portal_job_id,
-    requeue_or_fail,
     slim_job,
     slim_pod,
     writing,
@@ -60,7 +61,8 @@ from cluster.snapshot import (
     past_usage,
 )
 from cluster.watchers import Seen, Watcher
-from jobs.models import HOLDING_STATES, Job, State
+from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
+from jobs.states import transition
 from jobs.streams import holding_usage, own_event_loop, publish_usage
 from scheduler import PolicyConfig, decide
 from tenants.models import Team
@@ -79,6 +81,12 @@ this process's interpreter lock, not working. Within `load_api_client`'s 64 conn
 Deletes go first (they free GPUs that admitted jobs' pods wait for), then creates by the GPUs
 their jobs hold, most first (`cluster.pool`)."""
 DELETE_RANK = (0.0,)
+EXPIRE_RANK = (2.0,)
+"""Setting finished Jobs' TTL waits for every delete and create: nothing waits for it."""
+OUTCOME_UNKNOWN = (
+    "outcome unknown: its Job was deleted from the cluster before the portal recorded how it "
+    "ended; not run again, resubmit it if it should run"
+)
 USAGE_EVERY_S = 1.0
 """A team's usage figures (GPUs held against quota) go out at most this often."""
 SCHEDULING_SHARE = 0.5
@@ -202,13 +210,12 @@ class Controller:
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            if not self.leading:
-                if lease.try_acquire(self.identity):
-                    self.start_leading()
-                else:
-                    stop.wait(1.0)
-                    continue
             try:
+                if not self.leading:
+                    if not lease.try_acquire(self.identity):
+                        stop.wait(1.0)
+                        continue
+                    self.start_leading()
                 self.step()
             except Unavailable as exc:
                 log.warning("cluster API unavailable: %s", exc)
@@ -230,7 +237,11 @@ class Controller:
         self.queued = QueuedRequests()
         self.policy = PolicyTables(self.timing.policy_every_s)
         self._watch_stop = threading.Event()
-        versions = self.reconcile()
+        try:
+            versions = self.reconcile()
+        except lease.Lost:  # taken over already: the lease expired while listing
+            self.stop_leading()
+            return
         self._watchers = [
             Watcher(
                 self.backend,
@@ -254,8 +265,13 @@ class Controller:
 
     def step(self) -> None:
         """One turn: renew, take in what was seen, schedule if due, finish what is pending."""
-        with holding_usage(self._usage_teams):
-            self._turn()
+        try:
+            with holding_usage(self._usage_teams):
+                self._turn()
+        except lease.Lost:  # found inside a writing transaction, which rolled back whole
+            log.warning("controller %s lost the lease; standing by", self.identity)
+            self.stop_leading()
+            return
         now = time.monotonic()
         if self._usage_teams and now - self._last["usage_sent"] >= USAGE_EVERY_S:
             teams, self._usage_teams = list(self._usage_teams.values()), {}
@@ -283,6 +299,7 @@ class Controller:
             with self._writing():
                 self._resync(list(self.cluster_jobs.values()))
             self.provisioner.sync()
+            periodic_checkpoint()  # the audit chain's head, anchored outside the database
             self._last["reconcile"] = now
         periodic = now - self._last["cycle"] >= self.timing.cycle_every_s
         # The pause after a cycle (SCHEDULING_SHARE) is for the reports that piled up meanwhile:
@@ -300,7 +317,7 @@ class Controller:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        with writing(REPORT_FIELDS) as self.locked:
+        with writing(self.identity, REPORT_FIELDS) as self.locked:
             yield
 
     def _catch_up(self) -> None:
@@ -487,11 +504,8 @@ class Controller:
         decisions = decide(snapshot, self.queued.index, self.config, explain=explain)
         phases["snapshot"] += decided - read
         phases["decide"] += time.perf_counter() - decided
-        if not lease.still_leading(self.identity):
-            self.stop_leading()
-            return
         applying = time.perf_counter()
-        applied = apply_decisions(decisions, now, self.explanations)
+        applied = apply_decisions(decisions, now, self.explanations, holder=self.identity)
         phases["apply"] += time.perf_counter() - applying
         if explain:
             self._last["explain"] = time.monotonic()
@@ -629,6 +643,31 @@ class Controller:
         self.locked.lock(ids_of(unmapped))
         for obj in unmapped:
             self._event("jobs", "MODIFIED", obj)
+        self._expire_recorded(items)
+
+    def _expire_recorded(self, items: list[Obj]) -> None:
+        """Finished Jobs whose outcome the portal has recorded get their TTL, once this commits.
+
+        A Job is created without one (`cluster.manifests.job_object`): had it been deleted
+        while the controller was away, its job would have looked vanished and lost its outcome.
+        """
+        finished = [obj for obj in items if awaits_ttl(obj)]
+        self.locked.lock(ids_of(finished))
+        for obj in finished:
+            namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            job_id = portal_job_id(obj)
+            job = self.locked.get(job_id) if job_id is not None else None
+            if job is not None and job.k8s_name == name and job.state in TERMINAL_STATES:
+                transaction.on_commit(partial(self._expire_later, namespace, name))
+
+    def _expire_later(self, namespace: str, name: str) -> None:
+        self.kube_pool.submit(EXPIRE_RANK, self._expire, namespace, name)
+
+    def _expire(self, namespace: str, name: str) -> None:
+        try:
+            self.backend.expire_job(namespace, name, FINISHED_TTL_S)
+        except Exception as exc:  # the next reconciliation tries again
+            log.warning("setting the TTL of %s/%s: %s", namespace, name, exc)
 
     def reconcile_jobs(self, items: list[Obj]) -> None:
         """Nothing lost, nothing twice: recreate what the database expects, delete strays.
@@ -685,12 +724,17 @@ class Controller:
         return gone
 
     def _vanished(self, job_ids: list[int]) -> None:
-        """Running jobs whose Job objects are gone from the cluster: run them again."""
+        """Running jobs whose Job objects are gone before their outcome was recorded: failed.
+
+        A finished Job stays until its outcome is recorded (`_expire_recorded`), so one gone
+        was deleted by someone else; it may have run to its end, or partly, and running it
+        again could do its work twice. Its owner decides, and resubmits it if need be.
+        """
         self.locked.lock(job_ids)
         for job_id in job_ids:
             job = self.locked.get(job_id)
             if job is not None and job.state == State.RUNNING:
-                requeue_or_fail(job, "its Job object vanished from the cluster")
+                transition(job, State.FAILED, OUTCOME_UNKNOWN)
                 self._dirty = True
 
     def _stray(self, namespace: str, name: str) -> None:

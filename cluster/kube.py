@@ -171,6 +171,16 @@ class KubernetesBackend:
             raise
         return True
 
+    def expire_job(self, namespace: str, name: str, ttl_s: int) -> bool:
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        try:
+            self._raw("PATCH", path, {"spec": {"ttlSecondsAfterFinished": ttl_s}})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     # -- lists and watches ---------------------------------------------------------------------
 
     _LISTS = {

@@ -20,6 +20,10 @@ ANNOTATION_OWNER = "portal.gpu/owner"
 ANNOTATION_ATTEMPT = "portal.gpu/attempt"
 GPU = "nvidia.com/gpu"
 FINISHED_TTL_S = 3600
+"""How long a finished Job stays once the portal has recorded its outcome. A Job is created
+without a TTL and given this one only then (`cluster.controller.Controller._expire_recorded`):
+a TTL from its creation let Kubernetes delete a Job that finished while the controller was
+away, and its job, its outcome lost, ran again."""
 # Simulation hints: a job's env may carry these for kubesim (the demo's and the tests' cluster),
 # which reads them as pod annotations; a real cluster ignores the annotations.
 SIMULATION_HINTS = {
@@ -175,7 +179,6 @@ def job_object(job: Job) -> dict[str, Any]:
             "parallelism": job.nodes,
             "backoffLimit": 0,
             "activeDeadlineSeconds": job.max_runtime,
-            "ttlSecondsAfterFinished": FINISHED_TTL_S,
             "template": {
                 "metadata": {"labels": labels, "annotations": pod_annotations},
                 "spec": {

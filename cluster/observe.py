@@ -17,6 +17,7 @@ from django.conf import settings
 
 from audit import record as audit
 from audit.record import record
+from cluster import lease
 from cluster.backend import Obj
 from cluster.locked import LockedJobs
 from cluster.manifests import LABEL_JOB, job_of_pod
@@ -50,12 +51,17 @@ part of a batch's cost. Anything else is loaded when first read."""
 
 
 @contextmanager
-def writing(only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
+def writing(holder: str, only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
     """One transaction in which job rows are locked together and every change is batched, the
     writes sent together at its end (`portal.bulk.together`), and only then the audit events
-    chained: the chain's head is locked from then until the commit (`audit.record.batch`)."""
-    with transaction_together(), audit.batch(), together(), states.batch():
-        yield LockedJobs(only)
+    chained: the chain's head is locked from then until the commit (`audit.record.batch`).
+
+    It first checks that `holder` still leads (`cluster.lease.hold`, raising `lease.Lost`), and
+    keeps the lease from changing hands until it ends: a stale leader writes nothing."""
+    with transaction_together():
+        lease.hold(holder)
+        with audit.batch(), together(), states.batch():
+            yield LockedJobs(only)
 
 
 def _k8s_job_name(obj: Obj) -> str:
@@ -157,12 +163,18 @@ def slim_job(obj: Obj) -> Obj:
     """The part of a Job that `observe_job` and reconciliation read, to keep for as long as
     the Job exists: finished Jobs stay an hour, and thousands of whole objects kept the
     garbage collector walking far more than the controller ever read."""
-    meta = obj["metadata"]
+    meta, ttl = obj["metadata"], (obj.get("spec") or {}).get("ttlSecondsAfterFinished")
     return {
         "kind": obj.get("kind", "Job"),
         "metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
+        "spec": {} if ttl is None else {"ttlSecondsAfterFinished": ttl},
         "status": {"conditions": (obj.get("status") or {}).get("conditions") or []},
     }
+
+
+def awaits_ttl(obj: Obj) -> bool:
+    """A finished Job without a TTL yet: kept until the portal has recorded its outcome."""
+    return "ttlSecondsAfterFinished" not in (obj.get("spec") or {}) and any(job_signature(obj))
 
 
 def slim_pod(pod: Obj) -> Obj:

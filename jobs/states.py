@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from audit.record import record
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
 from portal.bulk import insert_rows, write_rows
@@ -35,6 +36,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     State.FAILED: frozenset(),
     State.CANCELLED: frozenset(),
 }
+
+AUDITED: dict[str, str] = {
+    State.RUNNING: "job.running",
+    State.SUCCEEDED: "job.succeeded",
+    State.FAILED: "job.failed",
+    State.NODE_FAILED: "job.node_lost",
+}
+"""Moves the cluster makes, which no action records: audited here, in the move's transaction.
+Submissions, admissions, preemptions, requeues and cancellations are their actions' own."""
 
 _TIMESTAMP_ON_ENTRY = {
     State.ADMITTED: "admitted_at",
@@ -116,7 +126,8 @@ def can_transition(job: Job, to_state: str) -> bool:
 def transition(
     job: Job, to_state: str, reason: str, *, actor: User | None = None, **changes: Any
 ) -> None:
-    """Move `job` to `to_state` (setting `changes` with it), saving it and its JobEvent.
+    """Move `job` to `to_state` (setting `changes` with it), saving it and its JobEvent, and
+    its audit event where the move is one of `AUDITED`.
 
     The caller holds the transaction.
     """
@@ -165,3 +176,11 @@ def transition(
         pending.moved_at[job.pk] = now.isoformat()
         if usage_changed:
             pending.usage_teams.setdefault(job.team_id, job.team)
+    if to_state in AUDITED:
+        record(
+            AUDITED[to_state],
+            actor=actor,
+            team=job.team,
+            target=job,
+            after={"reason": job.state_reason},
+        )

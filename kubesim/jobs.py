@@ -311,17 +311,17 @@ class JobController:
         return True
 
     def _schedule_ttl(self, job: Obj) -> None:
-        ttl = job["spec"].get("ttlSecondsAfterFinished")
-        finished = [
-            c
-            for c in job["status"].get("conditions") or []
-            if c["type"] in ("Complete", "Failed") and c["status"] == "True"
-        ]
+        """Delete a finished Job once `ttlSecondsAfterFinished` has passed since it finished.
+
+        The TTL may be set, changed or removed after the Job finished (the field is mutable):
+        each value gets its own timer, and a timer deletes only if the Job's TTL, as it stands
+        then, has run out, as the TTL-after-finished controller re-reads the Job before it acts.
+        """
+        due, timer = _expiry(job), f"ttl{job['spec'].get('ttlSecondsAfterFinished')}"
         tally = self.tallies.setdefault(job["metadata"]["uid"], Tally())
-        if ttl is None or not finished or "ttl" in tally.timers:
+        if due is None or timer in tally.timers:
             return
-        tally.timers.add("ttl")
-        due = parse_rfc3339(finished[0]["lastTransitionTime"]) + ttl
+        tally.timers.add(timer)
         namespace, name, uid = (
             job["metadata"]["namespace"],
             job["metadata"]["name"],
@@ -330,7 +330,23 @@ class JobController:
 
         def expire() -> None:
             stored = self.api.store.get(JOB.key, namespace, name)
-            if stored is not None and stored.obj["metadata"]["uid"] == uid:
+            if stored is None or stored.obj["metadata"]["uid"] != uid:
+                return
+            expires = _expiry(stored.obj)
+            if expires is not None and expires <= self.api.clock.now():
                 self.api.delete(JOB, namespace, name, {"propagationPolicy": "Foreground"})
 
         self.timers.at(due, expire)
+
+
+def _expiry(job: Obj) -> float | None:
+    """When a finished Job's TTL runs out; None while it runs or has no TTL."""
+    ttl = job["spec"].get("ttlSecondsAfterFinished")
+    finished = [
+        c
+        for c in job.get("status", {}).get("conditions") or []
+        if c["type"] in ("Complete", "Failed") and c["status"] == "True"
+    ]
+    if ttl is None or not finished:
+        return None
+    return float(parse_rfc3339(finished[0]["lastTransitionTime"]) + ttl)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +51,15 @@ def _fast_password_hashing(settings: Any) -> None:
 def _clear_cache() -> None:
     # Throttle counters live in the cache; a shared Redis must not carry them between tests.
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def checkpoint_file(settings: Any, tmp_path: Path) -> Path:
+    # Each test anchors its audit chain in a checkpoint file of its own: a file under VAR_DIR
+    # outlives the test database, and a checkpoint another test left there would anchor a
+    # chain this test never wrote.
+    settings.AUDIT_CHECKPOINT_FILE = tmp_path / "audit-checkpoints.jsonl"
+    return Path(settings.AUDIT_CHECKPOINT_FILE)
 
 
 @pytest.fixture

@@ -5,19 +5,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from audit.models import AuditEvent
 from cluster.controller import Controller, Timing
 from cluster.kube import KubernetesBackend, load_api_client
 from cluster.pool import RankedPool
 from jobs.actions import submit_job
 from jobs.models import Job
 from jobs.spec import parse_spec
-from kubesim import KubeSim
+from kubesim import KubeSim, ScaledClock
 from scheduler import PolicyConfig
 from tests.conftest import World, spec
 
@@ -35,17 +36,36 @@ FAST = Timing(
 )
 
 
+class SkippingClock(ScaledClock):
+    """Simulated time sped up, which a test can also move forward at once (an hour's outage)."""
+
+    def __init__(self, speed: float) -> None:
+        super().__init__(speed)
+        self.skipped = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.skipped += seconds
+
+    def now(self) -> float:
+        return super().now() + self.skipped
+
+
 @dataclass
 class Cluster:
     sim: KubeSim
+    clock: SkippingClock
     backend: KubernetesBackend
     controller: Controller
     world: World
+    others: list[Controller] = field(default_factory=list)
+    """Controllers a test started besides `controller` (successors, standbys): shut down with it."""
 
-    def new_controller(self, **kwargs: Any) -> Controller:
-        return Controller(
-            self.backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0), **kwargs
+    def new_controller(self, timing: Timing = FAST, **kwargs: Any) -> Controller:
+        controller = Controller(
+            self.backend, timing=timing, config=PolicyConfig(preemption_grace_s=2.0), **kwargs
         )
+        self.others.append(controller)
+        return controller
 
     def drive(
         self,
@@ -82,6 +102,12 @@ class Cluster:
         return job.state
 
 
+def audited(job: Job) -> list[tuple[str, int | None]]:
+    """(action, team id) of the job's audit events, oldest first."""
+    events = AuditEvent.chain.filter(target_type="jobs.job", target_id=str(job.pk))
+    return list(events.order_by("seq").values_list("action", "team_id"))
+
+
 def blocked(pool: RankedPool) -> threading.Event:
     """Hold one of the pool's threads (its only one, in these tests) until the event is set."""
     started, release = threading.Event(), threading.Event()
@@ -106,16 +132,18 @@ def controller_leads(controller: Controller) -> bool:
 
 @pytest.fixture
 def cluster(transactional_db: None, world: World, tmp_path: Path) -> Iterator[Cluster]:
-    sim = KubeSim(speed=SPEED)
+    clock = SkippingClock(SPEED)
+    sim = KubeSim(clock=clock)
     sim.start()
     sim.write_kubeconfig(tmp_path / "kubeconfig")
     backend = KubernetesBackend(load_api_client(str(tmp_path / "kubeconfig")))
     controller = Controller(backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0))
-    env = Cluster(sim, backend, controller, world)
+    env = Cluster(sim, clock, backend, controller, world)
     try:
         yield env
     finally:
-        controller.stop_leading(release=True)
-        controller.followers.shutdown()
-        controller.kube_pool.shutdown(wait=True)
+        for each in (controller, *env.others):
+            each.stop_leading(release=True)
+            each.followers.shutdown()
+            each.kube_pool.shutdown(wait=True)
         sim.stop()

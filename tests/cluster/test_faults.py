@@ -13,7 +13,7 @@ from cluster.actions import set_cordon
 from cluster.manifests import LABEL_MANAGED, LABEL_TEAM, PORTAL
 from cluster.models import Node
 from jobs.models import Job, State
-from tests.cluster.conftest import Cluster
+from tests.cluster.conftest import Cluster, audited
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,6 +97,7 @@ def test_node_not_ready_requeues_its_jobs_elsewhere(cluster: Cluster) -> None:
     cluster.drive(lambda: State.NODE_FAILED in job.events.values_list("to_state", flat=True))
     cluster.drive(lambda: cluster.state(job) == State.RUNNING)
     assert lost not in job.placement and job.attempts == 2
+    assert ("job.node_lost", cluster.world.vision.pk) in audited(job)
     assert not Node.objects.get(name=lost).ready
 
 

@@ -11,7 +11,7 @@ import pytest
 from cluster.manifests import LABEL_JOB
 from cluster.models import JobLogChunk, Node
 from jobs.models import Job, State
-from tests.cluster.conftest import Cluster, blocked
+from tests.cluster.conftest import Cluster, audited, blocked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,6 +64,13 @@ def test_single_node_job_succeeds_with_its_log_kept(cluster: Cluster) -> None:
     cluster.drive(lambda: cluster.state(job) == State.SUCCEEDED)
     steps = [e.to_state for e in job.events.all()]
     assert steps == ["QUEUED", "ADMITTED", "RUNNING", "SUCCEEDED"]
+    vision = cluster.world.vision.pk
+    assert audited(job) == [
+        ("job.submit", vision),
+        ("job.admit", vision),
+        ("job.running", vision),
+        ("job.succeeded", vision),
+    ]
     pods = cluster.backend.list("pods", f"{LABEL_JOB}={job.pk}").items
     assert [p["metadata"]["namespace"] for p in pods] == ["gpu-vision"]
     cluster.drive(lambda: JobLogChunk.objects.for_team(job.team).filter(job=job).exists())
@@ -91,6 +98,7 @@ def test_failure_keeps_the_exit_code(cluster: Cluster) -> None:
     job = cluster.submit(runtime_s=1, exit_code=3)
     cluster.drive(lambda: cluster.state(job) == State.FAILED)
     assert job.exit_code == 3 and job.state_reason == "exit code 3"
+    assert audited(job)[-1] == ("job.failed", cluster.world.vision.pk)
 
 
 def test_deadline_exceeded_fails_the_job(cluster: Cluster) -> None:
@@ -212,32 +220,27 @@ def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
     controller = cluster.new_controller()
     controller.timing = replace(controller.timing, explain_every_s=3600.0)
     assert controller_leads(controller)
-    try:
-        cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
-        # The leader explained its first cycle, while the nodes came in; none will explain now.
-        running = [cluster.submit(runtime_s=600, gpus_per_node=8) for _ in range(4)]  # 32 of 32
-        controller.cycle()
-        waiting = cluster.submit(runtime_s=3, gpus_per_node=8)
-        controller.cycle()
-        waiting.refresh_from_db()
-        assert (waiting.state, waiting.pending_code) == (State.QUEUED, "")
+    cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
+    # The leader explained its first cycle, while the nodes came in; none will explain now.
+    running = [cluster.submit(runtime_s=600, gpus_per_node=8) for _ in range(4)]  # 32 of 32
+    controller.cycle()
+    waiting = cluster.submit(runtime_s=3, gpus_per_node=8)
+    controller.cycle()
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.pending_code) == (State.QUEUED, "")
 
-        cancel_job(running[0], acting_user=cluster.world.bob)
-        second = cluster.submit(runtime_s=3, gpus_per_node=8)
-        controller.cycle()  # not explaining, still deciding: the freed GPUs go to the first in line
-        assert (cluster.state(waiting), cluster.state(second)) == (State.ADMITTED, State.QUEUED)
-        second.refresh_from_db()
-        assert second.pending_code == ""
+    cancel_job(running[0], acting_user=cluster.world.bob)
+    second = cluster.submit(runtime_s=3, gpus_per_node=8)
+    controller.cycle()  # not explaining, still deciding: the freed GPUs go to the first in line
+    assert (cluster.state(waiting), cluster.state(second)) == (State.ADMITTED, State.QUEUED)
+    second.refresh_from_db()
+    assert second.pending_code == ""
 
-        controller._last["explain"] = -1e9  # due at last, as for a new leader's first cycle
-        controller.cycle()
-        second.refresh_from_db()
-        assert second.pending_code == "QUOTA_EXHAUSTED"
-        assert second.estimated_start is not None
-    finally:
-        controller.stop_leading(release=True)
-        controller.followers.shutdown()
-        controller.kube_pool.shutdown(wait=True)
+    controller._last["explain"] = -1e9  # due at last, as for a new leader's first cycle
+    controller.cycle()
+    second.refresh_from_db()
+    assert second.pending_code == "QUOTA_EXHAUSTED"
+    assert second.estimated_start is not None
 
 
 def test_a_job_stopped_while_its_create_is_on_its_way_leaves_no_job_behind(

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cluster import lease
 from cluster.apply import admit
 from cluster.manifests import LABEL_JOB
 from cluster.observe import job_may_move, pod_may_move, pod_signature, writing
@@ -74,6 +75,7 @@ def test_a_batch_locks_only_the_jobs_its_reports_may_move(cluster: Cluster) -> N
 def test_reports_that_move_nothing_read_no_job(cluster: Cluster) -> None:
     job = cluster.submit()
     controller = cluster.controller
+    assert lease.try_acquire(controller.identity)  # only the leader takes reports in
     controller.seen.put(Seen("jobs", "ADDED", _job(job.pk)))
     controller.seen.put(Seen("pods", "ADDED", _pod(job.pk, f"job-{job.pk}-1-0", "Pending")))
 
@@ -111,7 +113,8 @@ def test_a_batch_locks_the_audit_head_only_after_its_other_writes(cluster: Clust
     """Every submission waits for the chain's head: a batch takes it last, once its (largest)
     writes are sent, and holds it from there to its commit."""
     jobs = [cluster.submit() for _ in range(3)]
-    with CaptureQueriesContext(connection) as queries, writing() as locked:
+    assert lease.try_acquire("leader")
+    with CaptureQueriesContext(connection) as queries, writing("leader") as locked:
         locked.lock([job.pk for job in jobs])
         for job in jobs:
             admit(locked.get(job.pk), {"node-a": 1})

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from kubernetes import client, watch
 
+from kubesim import ManualClock, default_cluster
+from kubesim.resources import JOB, NAMESPACE
+from kubesim.sim import Simulation
 from tests.kubesim.conftest import job_manifest, wait_for
 
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -160,3 +166,66 @@ def test_deleting_a_job_without_policy_orphans_its_pods(
     assert batch.list_namespaced_job(namespace).items == []
     (pod,) = _pods(core, namespace, "orphan")
     assert pod.metadata.owner_references is None and pod.metadata.deletion_timestamp is None
+
+
+MERGE = "application/merge-patch+json"
+
+
+@pytest.fixture
+def manual() -> tuple[Simulation, ManualClock]:
+    """The simulation in-process on a clock that moves only when the test says so."""
+    clock = ManualClock()
+    sim = Simulation(default_cluster(), clock)
+    sim.api.create(NAMESPACE, "", {"metadata": {"name": "lab"}})
+    return sim, clock
+
+
+def _after(sim: Simulation, clock: ManualClock, seconds: float) -> None:
+    for _ in range(int(seconds)):
+        sim.tick()
+        clock.advance(1.0)
+    sim.tick()
+
+
+def _job(sim: Simulation, name: str) -> dict[str, Any] | None:
+    stored = sim.store.get(JOB.key, "lab", name)
+    return stored.copy() if stored is not None else None
+
+
+def test_a_ttl_set_after_the_job_finished_deletes_it(
+    manual: tuple[Simulation, ManualClock],
+) -> None:
+    sim, clock = manual
+    sim.api.create(JOB, "lab", job_manifest("kept", runtime=1))
+    _after(sim, clock, 600)  # finished long ago; without a TTL it stays
+    assert _job(sim, "kept") is not None
+    sim.api.patch(JOB, "lab", "kept", {"spec": {"ttlSecondsAfterFinished": 60}}, MERGE)
+    _after(sim, clock, 1)  # its TTL, counted from its end, has long run out
+    assert _job(sim, "kept") is None
+
+
+def test_a_ttl_removed_before_it_ran_out_keeps_the_job(
+    manual: tuple[Simulation, ManualClock],
+) -> None:
+    sim, clock = manual
+    sim.api.create(JOB, "lab", job_manifest("kept", runtime=1, ttlSecondsAfterFinished=30))
+    _after(sim, clock, 10)
+    sim.api.patch(JOB, "lab", "kept", {"spec": {"ttlSecondsAfterFinished": None}}, MERGE)
+    _after(sim, clock, 60)  # the TTL-after-finished controller reads the Job before it acts
+    assert _job(sim, "kept") is not None
+
+
+def test_a_finalizer_keeps_a_job_past_its_ttl_until_it_is_removed(
+    manual: tuple[Simulation, ManualClock],
+) -> None:
+    sim, clock = manual
+    manifest = job_manifest("held", runtime=1, ttlSecondsAfterFinished=5)
+    manifest["metadata"]["finalizers"] = ["example.org/outcome"]
+    sim.api.create(JOB, "lab", manifest)
+    _after(sim, clock, 30)
+    held = _job(sim, "held")
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["example.org/outcome"]  # foreground's is done
+    assert any(c["type"] == "Complete" for c in held["status"]["conditions"])
+    sim.api.patch(JOB, "lab", "held", {"metadata": {"finalizers": None}}, MERGE)
+    assert _job(sim, "held") is None
