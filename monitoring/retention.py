@@ -1,4 +1,4 @@
-"""Pruning of minute roll-ups older than `METRICS_RETENTION_DAYS`, called by the controller."""
+"""Pruning of minute roll-ups older than `METRICS_RETENTION_DAYS` (`monitoring.tasks`)."""
 
 from __future__ import annotations
 

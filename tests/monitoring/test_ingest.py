@@ -16,6 +16,7 @@ from monitoring import hot
 from monitoring.models import GpuMinute, JobMetrics, XidEvent
 from monitoring.retention import prune_rollups
 from monitoring.schema import METRICS
+from monitoring.tasks import prune_old_rollups
 from monitoring.tokens import token_hash
 from tenants.tokens import issue_token
 from tests.conftest import World
@@ -268,3 +269,14 @@ def test_a_gpu_keeps_its_latest_sample_when_a_post_leaves_it_out(rig: Rig) -> No
     latest = hot.latest([(rig.node.pk, 0), (rig.node.pk, 5)])
     assert latest[(rig.node.pk, 0)]["DCGM_FI_DEV_GPU_UTIL"] == 99
     assert latest[(rig.node.pk, 5)]["at"] == MINUTE + 5
+
+
+def test_the_pruning_task_deletes_rollups_past_the_retention(rig: Rig, settings: Any) -> None:
+    settings.METRICS_RETENTION_DAYS = 1
+    now = time.time()
+    post(batch([gpu_sample(0, now - 3600 * 5), gpu_sample(0, now - 60)]), rig.token)
+    oldest = GpuMinute.objects.order_by("minute").first()
+    assert oldest is not None
+    GpuMinute.objects.filter(pk=oldest.pk).update(minute=oldest.minute - 86400)
+    assert prune_old_rollups.delay().get() == 1  # run in-process here, as in the demo
+    assert GpuMinute.objects.count() == 1
