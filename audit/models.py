@@ -81,7 +81,7 @@ class AuditEvent(models.Model):
         return f"#{self.seq} {self.action} by {self.actor_name or 'system'}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
+        if self.pk is not None:  # read from the database, or written already
             raise AppendOnlyError("audit events are never updated")
         super().save(*args, **kwargs)
 

@@ -13,8 +13,8 @@ from django.utils.timezone import make_aware
 
 from audit.chain import canonical_json
 from audit.models import AuditEvent, AuditQuerySet
-from portal.errors import FieldErrors
-from portal.streaming import streamed
+from base.errors import FieldErrors
+from base.streaming import streamed
 
 if TYPE_CHECKING:
     from rest_framework.request import Request

@@ -1,35 +1,32 @@
 """`record()`: append one event to the chain, inside the caller's transaction.
 
-The head row is updated first: on PostgreSQL that takes its row lock, on SQLite (IMMEDIATE
-transactions) the write lock is already held, so concurrent writers line up and never fork the
-chain. A rolled-back action rolls its audit event and the head back with it.
-
-Inside `batch()` (the controller applying hundreds of changes in one transaction) the events
-are chained and written together when the block ends: one head advance for all of them, which
-also holds the head's lock for the shortest time. Opened outside the transaction's other held
-writes (`portal.bulk.together`), it takes the lock only once those are sent: every submission
-waits for that lock, and it used to wait through the controller's largest writes too.
+`append` locks the chain's head row (`select_for_update`; on SQLite the IMMEDIATE transaction
+holds the write lock already), so concurrent writers line up and never fork the chain, and
+the lock is held until the transaction ends: a writer that moves many rows appends its events
+last (`jobs.states.Moves.flush`). A rolled-back action rolls its audit event and the head back
+with it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from audit.chain import event_hash
-from audit.models import GENESIS_HASH, AuditEvent, AuditHead
-from portal.bulk import execute_later, insert_rows, together
-from portal.middleware import current_request_context
+from audit.models import AuditEvent, AuditHead
+from base.middleware import current_request_context
 
 if TYPE_CHECKING:
     from tenants.models import Team
     from tenants.scoping import AnyUser
+
+
+BATCH_EVENTS = 500
+"""Rows per INSERT: PostgreSQL binds at most 65,535 values in one statement."""
 
 
 class AuditOutsideTransaction(RuntimeError):
@@ -39,8 +36,7 @@ class AuditOutsideTransaction(RuntimeError):
 def snapshot(value: Any) -> Any:
     """A JSON-safe copy, so the stored value reads back as it was hashed (see `chain.as_stored`).
 
-    Infinities and NaN, which JSON cannot carry (PostgreSQL refuses them, the bulk writer
-    makes them null), are kept as text.
+    Infinities and NaN, which JSON cannot carry (PostgreSQL refuses them), are kept as text.
     """
     if value is None:
         return None
@@ -55,65 +51,39 @@ def _target(target: models.Model | tuple[str, str] | None) -> tuple[str, str]:
     return target._meta.label_lower, str(target.pk)
 
 
-def _advance_head(count: int) -> tuple[int, str]:
-    """Take `count` sequence numbers and the previous hash in one locking statement.
-
-    Returns the first number taken and the hash the first event links to.
-    """
-    table = AuditHead._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET seq = seq + %s WHERE id = 1 RETURNING seq, hash", [count]
-        )
-        row = cursor.fetchone()
-    if row is not None:
-        return int(row[0]) - count + 1, str(row[1])
+def _head() -> AuditHead:
+    """The chain's head, locked until the transaction ends."""
+    head = AuditHead.objects.select_for_update().filter(pk=1).first()
+    if head is not None:
+        return head
     # The migration creates the head; this covers a database emptied since (test flushes).
     try:
         with transaction.atomic():
-            AuditHead.objects.create(pk=1, seq=count)
-        return 1, GENESIS_HASH
+            AuditHead.objects.create(pk=1)
     except IntegrityError:  # another writer created it first: take our turn after it
-        return _advance_head(count)
+        pass
+    return _head()
 
 
-def _append(events: list[AuditEvent]) -> None:
-    seq, prev_hash = _advance_head(len(events))
-    for event in events:
-        event.seq, event.prev_hash = seq, prev_hash
-        event.hash = prev_hash = event_hash(event, prev_hash)
-        seq += 1
-    # These two go in one round trip (with the rest of a submission, inside its `together()`),
-    # and the head's lock is released at the commit right after.
-    with together():
-        insert_rows(events)
-        execute_later(f"UPDATE {AuditHead._meta.db_table} SET hash = %s WHERE id = 1", [prev_hash])
-
-
-_pending: ContextVar[list[AuditEvent] | None] = ContextVar("audit_batch", default=None)
-
-
-@contextmanager
-def batch() -> Iterator[None]:
-    """Chain and write the events recorded inside together when the block ends.
-
-    Open it inside the transaction the changes are made in; after an exception nothing is
-    written (the transaction rolls back anyway). Inside an outer batch this joins it.
-    """
-    if _pending.get() is not None:
-        yield
+def append(events: Sequence[AuditEvent]) -> None:
+    """Chain `events` (built by `audit_event`, in this order) after the head and write them,
+    in the caller's transaction: the head stays locked until it ends."""
+    if not events:
         return
-    events: list[AuditEvent] = []
-    token = _pending.set(events)
-    try:
-        yield
-        if events:
-            _append(events)
-    finally:
-        _pending.reset(token)
+    if not connection.in_atomic_block:
+        raise AuditOutsideTransaction(
+            f"audit event {events[0].action!r} written outside a transaction"
+        )
+    head = _head()
+    for event in events:
+        head.seq += 1
+        event.seq, event.prev_hash = head.seq, head.hash
+        event.hash = head.hash = event_hash(event, head.hash)
+    AuditEvent.chain.bulk_create(events, batch_size=BATCH_EVENTS)
+    head.save(update_fields=["seq", "hash"])
 
 
-def record(
+def audit_event(
     action: str,
     *,
     actor: AnyUser | None,
@@ -122,12 +92,11 @@ def record(
     before: Any = None,
     after: Any = None,
 ) -> AuditEvent:
-    if not connection.in_atomic_block:
-        raise AuditOutsideTransaction(f"audit event {action!r} written outside a transaction")
+    """One event, not yet chained: `append` numbers, hashes and writes it."""
     context = current_request_context()
     target_type, target_id = _target(target)
     actor_known = actor is not None and actor.is_authenticated
-    event = AuditEvent(
+    return AuditEvent(
         at=timezone.now(),
         actor_id=actor.pk if actor_known and actor else None,
         actor_name=actor.get_username() if actor_known and actor else "",
@@ -141,9 +110,18 @@ def record(
         request_id=context.request_id if context else "",
         ip=(context.ip or "") if context else "",
     )
-    pending = _pending.get()
-    if pending is not None:
-        pending.append(event)  # numbered and chained when the batch ends
-    else:
-        _append([event])
+
+
+def record(
+    action: str,
+    *,
+    actor: AnyUser | None,
+    team: Team | None,
+    target: models.Model | tuple[str, str] | None = None,
+    before: Any = None,
+    after: Any = None,
+) -> AuditEvent:
+    """Append one event to the chain now, inside the caller's transaction."""
+    event = audit_event(action, actor=actor, team=team, target=target, before=before, after=after)
+    append([event])
     return event

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 
 from audit.query import csv_response, filtered_events
-from portal.errors import FieldErrors
+from base.errors import FieldErrors
 
 
 @login_required

@@ -310,9 +310,9 @@ def _logs(jobs: list[int], seconds: float, since: Any, out: Any) -> None:
     _setup_django(migrate=False)
     while not since.value:  # the agents' warm-up
         time.sleep(0.05)
+    from base.streams import publish_log_chunks
     from cluster.models import JobLogChunk
     from jobs.models import Job
-    from jobs.streams import publish_log_chunks
 
     logging = list(Job.unscoped.filter(pk__in=jobs[:LOGGING_JOBS]))
     cpu, lines, seq = _own_cpu_seconds(), 0, 0

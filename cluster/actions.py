@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from audit.record import record
+from base.errors import FieldErrors
 from cluster.backend import ClusterBackend
 from cluster.models import Node
-from portal.errors import FieldErrors
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -9,11 +9,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from base.auth import signed_in
 from cluster import connect
 from cluster.actions import set_cordon
 from cluster.backend import Unavailable
 from cluster.models import Gpu, Node
-from portal.auth import signed_in
 
 
 class GpuSerializer(serializers.ModelSerializer[Gpu]):

@@ -15,12 +15,11 @@ from functools import partial
 
 from django.db import transaction
 
-from audit.record import record
+from audit.record import audit_event
+from base.bulk_update import update_values
 from cluster.observe import writing
-from jobs import states
 from jobs.models import EXPLANATION_FIELDS, Job, State
-from jobs.states import transition
-from portal.bulk import update_values
+from jobs.states import Moves, transition
 from scheduler import Decisions, Pending, ReasonCode
 
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
@@ -68,54 +67,66 @@ def _placement_text(placement: dict[str, int]) -> str:
     return ", ".join(f"{gpus} on {node}" for node, gpus in sorted(placement.items()))
 
 
-def admit(job: Job, placement: dict[str, int]) -> None:
+def admit(job: Job, placement: dict[str, int], moves: Moves) -> None:
     attempts = job.attempts + 1
     transition(
         job,
         State.ADMITTED,
         f"admitted: {_placement_text(placement)}",
+        moves=moves,
         placement=placement,
         attempts=attempts,
         k8s_name=f"job-{job.pk}-{attempts}",
     )
-    record(
-        "job.admit",
-        actor=None,
-        team=job.team,
-        target=job,
-        after={"placement": placement, "attempt": attempts},
+    moves.audit(
+        audit_event(
+            "job.admit",
+            actor=None,
+            team=job.team,
+            target=job,
+            after={"placement": placement, "attempt": attempts},
+        )
     )
 
 
-def stop_preempted(job: Job, reason: str) -> tuple[str, str]:
-    """The grace period is over: back to the queue; returns the Kubernetes Job to delete."""
+def stop_preempted(job: Job, reason: str, moves: Moves | None = None) -> tuple[str, str]:
+    """The grace period is over: back to the queue; returns the Kubernetes Job to delete.
+
+    Written through `moves`, or here where none is given."""
+    unit = moves if moves is not None else Moves()
     before = {"state": job.state, "placement": job.placement}
     deletion = (job.team.namespace, job.k8s_name)
-    transition(job, State.PREEMPTED, reason)
-    transition(job, State.QUEUED, "requeued after preemption")
-    record(
-        "job.preempt",
-        actor=None,
-        team=job.team,
-        target=job,
-        before=before,
-        after={"state": job.state, "reason": reason},
+    transition(job, State.PREEMPTED, reason, moves=unit)
+    transition(job, State.QUEUED, "requeued after preemption", moves=unit)
+    unit.audit(
+        audit_event(
+            "job.preempt",
+            actor=None,
+            team=job.team,
+            target=job,
+            before=before,
+            after={"state": job.state, "reason": reason},
+        )
     )
+    if moves is None:
+        unit.flush()
     return deletion
 
 
-def _notice(job: Job, reason: str, for_job: int, grace_until: datetime) -> None:
+def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: Moves) -> None:
     job.grace_until, job.preempted_for_id = grace_until, for_job
     job.state_reason = (
         f"preemption notice ({reason}) for job {for_job}: stops by {grace_until:%H:%M:%S}"
     )
-    states.save(job, ["grace_until", "preempted_for", "state_reason"])
-    record(
-        "job.preempt_notice",
-        actor=None,
-        team=job.team,
-        target=job,
-        after={"reason": reason, "for_job": for_job, "grace_until": grace_until.isoformat()},
+    moves.save(job, ["grace_until", "preempted_for", "state_reason"])
+    moves.audit(
+        audit_event(
+            "job.preempt_notice",
+            actor=None,
+            team=job.team,
+            target=job,
+            after={"reason": reason, "for_job": for_job, "grace_until": grace_until.isoformat()},
+        )
     )
 
 
@@ -203,7 +214,8 @@ def apply_decisions(
 ) -> Applied:
     """Write a cycle's decisions, if `holder` still leads (else `cluster.lease.Lost`)."""
     applied = Applied()
-    # One transaction; the moves, their JobEvents and audit events are written together.
+    # One transaction; the moves, their JobEvents and audit events are written together at its
+    # end (`writing`'s unit of work).
     with writing(holder) as jobs:
         jobs.lock(
             [p.job_id for p in decisions.preemptions] + [a.job_id for a in decisions.admissions]
@@ -215,14 +227,14 @@ def apply_decisions(
             grace = _moment(preemption.grace_until) or now
             if grace <= now:
                 reason = f"preempted ({preemption.reason}) for job {preemption.for_job_id}"
-                applied.deletions.append(stop_preempted(victim, reason))
+                applied.deletions.append(stop_preempted(victim, reason, jobs.moves))
                 applied.requeued.append(victim.pk)
             elif victim.grace_until is None:
-                _notice(victim, preemption.reason, preemption.for_job_id, grace)
+                _notice(victim, preemption.reason, preemption.for_job_id, grace, jobs.moves)
         for admission in decisions.admissions:
             job = jobs.get(admission.job_id)
             if job is not None and job.state == State.QUEUED:  # not cancelled meanwhile
-                admit(job, dict(admission.placement))
+                admit(job, dict(admission.placement), jobs.moves)
                 applied.admitted.append(job)
         if decisions.explained:  # otherwise the waiting jobs keep the reasons last written
             _pending(decisions.pending, explanations or Explanations(), now)

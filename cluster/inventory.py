@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -15,13 +14,12 @@ from cluster.backend import Obj
 from cluster.models import Gpu, Node
 from quotas.models import GpuType
 
+# The labels real clusters carry: GPU Feature Discovery's product and NVLink clique (the GPUs one
+# NVLink fabric joins), and the well-known Kubernetes zone as the coarser topology domain the
+# portal calls a rack (Kubernetes defines no rack label).
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-RACK_LABELS = ("kubesim.io/rack", "topology.kubernetes.io/zone")
-NVLINK_LABELS = ("kubesim.io/nvlink-domain", "nvidia.com/gpu.clique")
-
-
-def _first(labels: dict[str, str], keys: Iterable[str]) -> str:
-    return next((labels[k] for k in keys if labels.get(k)), "")
+RACK_LABEL = "topology.kubernetes.io/zone"
+NVLINK_LABEL = "nvidia.com/gpu.clique"
 
 
 def node_fields(obj: Obj, gpu_types: dict[str, GpuType]) -> dict[str, Any]:
@@ -37,8 +35,8 @@ def node_fields(obj: Obj, gpu_types: dict[str, GpuType]) -> dict[str, Any]:
         "gpu_capacity": int((status.get("capacity") or {}).get("nvidia.com/gpu", 0)),
         "gpu_allocatable": int((status.get("allocatable") or {}).get("nvidia.com/gpu", 0)),
         "labels": labels,
-        "rack": _first(labels, RACK_LABELS),
-        "nvlink_domain": _first(labels, NVLINK_LABELS),
+        "rack": labels.get(RACK_LABEL, ""),
+        "nvlink_domain": labels.get(NVLINK_LABEL, ""),
         "ready": ready.get("status") == "True",
         "cordoned": bool(spec.get("unschedulable")),
         "last_heartbeat": parse_datetime(ready.get("lastHeartbeatTime") or "") or None,

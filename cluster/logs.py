@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.db.models import Max, Sum
 
+from base.streams import own_event_loop, publish_log_chunks
 from cluster.backend import ClusterBackend, Unavailable
 from cluster.models import JobLogChunk
 from jobs.models import Job
-from jobs.streams import own_event_loop, publish_log_chunks
-from portal.bulk import insert_rows
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.5
@@ -105,7 +104,7 @@ class LogWriter:
                 )
                 self.stored[piece.key] = (seq + 1, lines + len(fresh))
             try:
-                insert_rows(chunks)
+                JobLogChunk.unscoped.bulk_create(chunks)
             except DatabaseError:
                 self.stored.clear()  # what was counted in memory did not get stored
                 raise

@@ -4,7 +4,7 @@ Each function takes a raw object as the API serves it and moves the portal job a
 inside the caller's transaction with the job row locked. Events about an older attempt (another
 Job name) or about a job that has already ended change nothing, so replays and duplicates are
 harmless. The rows come from a `LockedJobs` (cluster.locked), which locks a whole batch's jobs in
-one query.
+one query, and the moves go through its unit of work (`LockedJobs.moves`).
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
-from audit import record as audit
-from audit.record import record
+from audit.record import audit_event
 from cluster import lease
 from cluster.backend import Obj
 from cluster.locked import LockedJobs
 from cluster.manifests import LABEL_JOB, job_of_pod
-from jobs import states
 from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job, State
-from jobs.states import save, transition
-from portal.bulk import together, transaction_together
+from jobs.states import Moves, transition
 
 NODE_LOSS_REASONS = {"DeletionByTaintManager", "NodeLost", "Evicted", "TerminationByKubelet"}
 
@@ -52,16 +50,17 @@ part of a batch's cost. Anything else is loaded when first read."""
 
 @contextmanager
 def writing(holder: str, only: tuple[str, ...] = ()) -> Iterator[LockedJobs]:
-    """One transaction in which job rows are locked together and every change is batched, the
-    writes sent together at its end (`portal.bulk.together`), and only then the audit events
-    chained: the chain's head is locked from then until the commit (`audit.record.batch`).
+    """One transaction in which job rows are locked together and their moves held in its unit
+    of work (`LockedJobs.moves`), written when the block ends, just before the commit (the
+    audit events last: see `jobs.states.Moves.flush`).
 
     It first checks that `holder` still leads (`cluster.lease.hold`, raising `lease.Lost`), and
     keeps the lease from changing hands until it ends: a stale leader writes nothing."""
-    with transaction_together():
+    with transaction.atomic():
         lease.hold(holder)
-        with audit.batch(), together(), states.batch():
-            yield LockedJobs(only)
+        locked = LockedJobs(only)
+        yield locked
+        locked.moves.flush()
 
 
 def _k8s_job_name(obj: Obj) -> str:
@@ -76,16 +75,19 @@ Deletion = tuple[str, str]
 """(namespace, name) of a Kubernetes Job to delete once the transaction commits."""
 
 
-def requeue_or_fail(job: Job, reason: str) -> Deletion:
+def requeue_or_fail(job: Job, reason: str, moves: Moves) -> Deletion:
     """NODE_FAILED, then back to the queue while attempts remain; returns the Job to delete."""
     deletion = (job.team.namespace, job.k8s_name)
     if job.state != State.NODE_FAILED:
-        transition(job, State.NODE_FAILED, reason)
+        transition(job, State.NODE_FAILED, reason, moves=moves)
     if job.attempts < settings.JOB_MAX_ATTEMPTS:
-        transition(job, State.QUEUED, f"requeued after node failure (attempt {job.attempts})")
-        record("job.requeue", actor=None, team=job.team, target=job, after={"reason": reason})
+        requeued = f"requeued after node failure (attempt {job.attempts})"
+        transition(job, State.QUEUED, requeued, moves=moves)
+        after = {"reason": reason}
+        moves.audit(audit_event("job.requeue", actor=None, team=job.team, target=job, after=after))
     else:
-        transition(job, State.FAILED, f"{reason}; gave up after {job.attempts} attempts")
+        failed = f"{reason}; gave up after {job.attempts} attempts"
+        transition(job, State.FAILED, failed, moves=moves)
     return deletion
 
 
@@ -141,14 +143,16 @@ def observe_pod(pod: Obj, locked: LockedJobs) -> Deletion | None:
     node = (pod.get("spec") or {}).get("nodeName", "?")
     lost = _lost_node(pod)
     if lost is not None:
-        return requeue_or_fail(job, f"pod {pod['metadata']['name']} lost with node {node} ({lost})")
+        reason = f"pod {pod['metadata']['name']} lost with node {node} ({lost})"
+        return requeue_or_fail(job, reason, locked.moves)
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Running", "Succeeded", "Failed") and job.state == State.ADMITTED:
-        transition(job, State.RUNNING, f"pod {pod['metadata']['name']} running on {node}")
+        running = f"pod {pod['metadata']['name']} running on {node}"
+        transition(job, State.RUNNING, running, moves=locked.moves)
     terminated = _terminated(pod)
     if terminated is not None and terminated.get("exitCode", 0) != 0 and job.exit_code is None:
         job.exit_code = int(terminated["exitCode"])
-        save(job, ["exit_code"])
+        locked.moves.save(job, ["exit_code"])
     return None
 
 
@@ -208,24 +212,25 @@ def observe_job(obj: Obj, pods: list[Obj], locked: LockedJobs) -> Deletion | Non
     if job.state not in HOLDING_STATES:
         return None
     lost = next((reason for pod in pods if (reason := _lost_node(pod))), None)
+    moves = locked.moves
     if failed and lost:
-        return requeue_or_fail(job, f"pods lost with their node ({lost})")
+        return requeue_or_fail(job, f"pods lost with their node ({lost})", moves)
     if job.state == State.ADMITTED:
-        transition(job, State.RUNNING, "pods started")
+        transition(job, State.RUNNING, "pods started", moves=moves)
     if complete:
-        transition(job, State.SUCCEEDED, "completed", exit_code=0)
+        transition(job, State.SUCCEEDED, "completed", moves=moves, exit_code=0)
     else:
-        transition(job, State.FAILED, _failure(job, failed or {}, pods))
+        transition(job, State.FAILED, _failure(job, failed or {}, pods, moves), moves=moves)
     return None
 
 
-def _failure(job: Job, condition: dict[str, Any], pods: list[Obj]) -> str:
+def _failure(job: Job, condition: dict[str, Any], pods: list[Obj], moves: Moves) -> str:
     if condition.get("reason") == "DeadlineExceeded":
         return f"deadline exceeded: ran past max_runtime of {job.max_runtime} s"
     codes = sorted({t["exitCode"] for p in pods if (t := _terminated(p)) and t.get("exitCode")})
     if codes:
         job.exit_code = codes[0]
-        save(job, ["exit_code"])
+        moves.save(job, ["exit_code"])
         return f"exit code {codes[0]}"
     return f"failed: {condition.get('reason', 'unknown')} {condition.get('message', '')}".strip()
 
@@ -264,5 +269,5 @@ def node_lost(node: str, locked: LockedJobs) -> list[Deletion]:
     for job_id in job_ids:
         job = locked.get(job_id)
         if job is not None and job.state in HOLDING_STATES and node in job.placement:
-            deletions.append(requeue_or_fail(job, f"node {node} is not ready"))
+            deletions.append(requeue_or_fail(job, f"node {node} is not ready", locked.moves))
     return deletions

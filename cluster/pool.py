@@ -1,9 +1,9 @@
 """A thread pool that runs its waiting calls lowest rank first, not in the order they came.
 
-The controller's creates and deletes wait for one of its threads (`KUBE_THREADS`), and in the
-Kueue replay hundreds wait at once. Every admitted job holds its GPUs while its create waits, so a
-20-GPU job's create left behind a hundred 1-GPU ones wasted twenty GPUs for as long; and a
-preempted job's delete is what frees the node an admitted job's pods wait for.
+The controller's creates and deletes wait for one of its threads (`cluster.kubecalls`), often
+hundreds at once. An admitted job holds its GPUs while its create waits, so a large job's create
+must not wait behind many small ones; and a preempted job's delete frees the node that admitted
+jobs' pods wait for, so deletes go first.
 
 Its threads are daemons: calls still waiting when the process ends are lost, as they would be if
 it were killed, and the controller's reconciliation redoes them (it creates an admitted job's

@@ -14,7 +14,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db.models import Count, F, Sum
+from django.db.models.functions import Coalesce
 
 from cluster.models import Node
 from jobs.models import HOLDING_STATES, Job, State
@@ -79,15 +80,18 @@ _HASH_MULTIPLIER, _HASH_MODULUS = 1000003, 2147483647
 
 
 def _id_hash(job_id: int) -> int:
-    """What the queue's checksum adds up per id, as `_SETTLED_SQL` works it out."""
+    """What the queue's checksum adds up per id, as `_settled` works it out in the database."""
     return job_id * _HASH_MULTIPLIER % _HASH_MODULUS
 
 
-_SETTLED_SQL = f"""
-    SELECT COUNT(*), COALESCE(SUM(id), 0),
-           COALESCE(SUM(id * {_HASH_MULTIPLIER} %% {_HASH_MODULUS}), 0)
-    FROM {Job._meta.db_table} WHERE state = %s AND id <= %s
-"""
+def _settled(up_to: int) -> tuple[int, int, int]:
+    """Count, sum and hashed sum of the queued ids up to `up_to`, in one query."""
+    figures = Job.unscoped.filter(state=State.QUEUED, pk__lte=up_to).aggregate(
+        count=Count("*"),
+        total=Coalesce(Sum("pk"), 0),
+        hashed=Coalesce(Sum(F("pk") * _HASH_MULTIPLIER % _HASH_MODULUS), 0),
+    )
+    return figures["count"], int(figures["total"]), int(figures["hashed"])
 
 
 class _Checksum:
@@ -181,10 +185,7 @@ class QueuedRequests:
             if job_id <= settled:
                 break
             recent.append(job_id)
-        with connection.cursor() as cursor:
-            cursor.execute(_SETTLED_SQL, [State.QUEUED, settled])
-            count, total, hashed = cursor.fetchone()
-        if (count, int(total), int(hashed)) != self._checksum.without(recent):
+        if _settled(settled) != self._checksum.without(recent):
             return False
         queued = set(
             Job.unscoped.filter(state=State.QUEUED, pk__gt=settled)

@@ -8,13 +8,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from base.auth import signed_in
+from base.errors import FieldErrors
+from base.forms import flash_errors
 from cluster import connect
 from cluster.actions import set_cordon
 from cluster.backend import Unavailable
 from cluster.models import Node
-from portal.auth import signed_in
-from portal.errors import FieldErrors
-from portal.forms import flash_errors
 
 
 @staff_member_required

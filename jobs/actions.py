@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 
 from audit.record import record
+from jobs.limits import Limits, read_limits
 from jobs.models import TERMINAL_STATES, Job, JobEvent, State
 from jobs.spec import JobSpec, SpecError, masked_env, node_misfits, parse_spec
 from jobs.states import transition
-from portal.bulk import insert_rows, together, transaction_together
 from quotas.models import GpuType, Queue
 from tenants.models import Team
 
@@ -22,61 +21,11 @@ if TYPE_CHECKING:
 DEFAULT_QUEUE = "normal"
 
 
-@dataclass(frozen=True)
-class _Limits:
-    """What a submission is checked against, as one read found it."""
-
-    member: bool
-    cap: int | None
-    gpu_type: GpuType | None
-    limit: int | None  # the team's quota of that type; None where it has none
-    queues: dict[str, Queue]
-    job_id: int | None  # the new job's id, taken from its sequence (PostgreSQL only)
-
-
-# One statement instead of one per table: a submission's reads were half its cost once the
-# scenario benchmark submitted hundreds a second. One row per queue of the team (or a single row
-# of NULLs where it has none); the membership, cap, GPU type and quota repeat on each row. On
-# PostgreSQL it also takes the job's id from the table's sequence (once: a scalar subquery), so
-# the row can go in with the job's other writes instead of a round trip of its own (a refused
-# submission leaves a gap in the ids, as a failed insert does).
-_NEXT_ID = {"postgresql": "(SELECT nextval(pg_get_serial_sequence('jobs_job', 'id')))"}
-_LIMITS_SQL = """
-SELECT member.id, cap.max_gpus, gpu.id, gpu.name, gpu.gpus_per_node, quota."limit",
-       queue.id, queue.name, queue.priority, queue.preemptible, queue.max_runtime, {next_id},
-       gpu.node_cpu_millis, gpu.node_memory_bytes
-FROM tenants_team team
-LEFT JOIN tenants_membership member ON member.team_id = team.id AND member.user_id = %s
-LEFT JOIN quotas_membercap cap ON cap.team_id = team.id AND cap.user_id = %s
-LEFT JOIN quotas_gputype gpu ON gpu.name = %s
-LEFT JOIN quotas_quota quota
-       ON quota.team_id = team.id AND quota.gpu_type_id = gpu.id AND quota."limit" > 0
-LEFT JOIN quotas_queue queue ON queue.team_id = team.id
-WHERE team.id = %s
-"""
-_GPU_FIELDS = ("id", "name", "gpus_per_node", "node_cpu_millis", "node_memory_bytes")
-_QUEUE_FIELDS = ("id", "name", "priority", "preemptible", "max_runtime")
-
-
-def _limits(team: Team, user: User, gpu_type: str) -> _Limits:
-    sql = _LIMITS_SQL.format(next_id=_NEXT_ID.get(connection.vendor, "NULL"))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [user.pk, user.pk, gpu_type, team.pk])
-        rows = cursor.fetchall()
-    if not rows:  # deleted since the caller read it
+def _limits(team: Team, user: User, gpu_type: str) -> Limits:
+    found = read_limits(team, user, gpu_type)
+    if found is None:  # deleted since the caller read it
         raise SpecError({"team": f"team {team.slug} does not exist"})
-    member, cap, gpu_id, gpu_name, gpus_per_node, limit = rows[0][:6]
-    gpu = None
-    if gpu_id is not None:  # instances with the other fields deferred, as `.only()` makes them
-        values = (gpu_id, gpu_name, gpus_per_node, *rows[0][12:14])
-        gpu = GpuType.from_db(connection.alias, _GPU_FIELDS, values)
-    queues = {}
-    for row in rows:
-        if row[6] is not None:
-            queue = Queue.from_db(connection.alias, _QUEUE_FIELDS, row[6:11])
-            queue.team = team
-            queues[queue.name] = queue
-    return _Limits(member is not None, cap, gpu, limit, queues, rows[0][11])
+    return found
 
 
 def _queue(team: Team, spec: JobSpec, queues: dict[str, Queue]) -> Queue:
@@ -92,7 +41,7 @@ def _queue(team: Team, spec: JobSpec, queues: dict[str, Queue]) -> Queue:
     raise SpecError({"queue": f"is required (team {team.slug} has: {names})"})
 
 
-def _quota(team: Team, spec: JobSpec, limits: _Limits) -> tuple[GpuType, int]:
+def _quota(team: Team, spec: JobSpec, limits: Limits) -> tuple[GpuType, int]:
     """The spec's GPU type and the team's limit of it, or the reason there is none."""
     if limits.gpu_type is None:
         known = ", ".join(GpuType.objects.values_list("name", flat=True))
@@ -179,11 +128,8 @@ def _create(
     gpu_type, limit = _quota(team, spec, limits)
     _check_image(team, spec.image)
     _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
-    # The job, its first event, its audit event and the audit head's hash go in one round trip
-    # with the commit (on PostgreSQL, where the job's id is known already).
-    with transaction_together(), together():
-        job = Job(
-            id=limits.job_id,
+    with transaction.atomic():
+        job = Job.unscoped.create(
             team=team,
             owner=acting_user,
             queue=queue,
@@ -200,15 +146,9 @@ def _create(
             max_runtime=spec.max_runtime or queue.max_runtime,
             cloned_from=cloned_from,
         )
-        if job.id is None:
-            job.save(force_insert=True)
-        else:
-            insert_rows([job])
-            job._state.adding, job._state.db = False, connection.alias  # as a save leaves it
-        queued = JobEvent(
+        JobEvent.unscoped.create(
             team=team, job=job, to_state=State.QUEUED, reason=action, actor=acting_user
         )
-        insert_rows([queued])
         record(action, actor=acting_user, team=team, target=job, after=_audit_view(job))
     return job
 

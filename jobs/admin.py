@@ -3,8 +3,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from base.admin_base import UnscopedAdmin
 from jobs.models import Job
-from portal.admin_base import UnscopedAdmin
 
 
 @admin.register(Job)

@@ -12,15 +12,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from base.auth import signed_in
 from jobs.access import access_job
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.models import SPEC_BODIES, Job, State
 from jobs.serializers import JobDetailSerializer, JobSerializer, JobSummarySerializer
 from jobs.spec import SpecError, parse_spec
-from portal.api import TenantViewSet
-from portal.auth import signed_in
 from tenants.access import access_team
 from tenants.models import Membership, Team
+from tenants.viewsets import TenantViewSet
 
 
 def team_for_submission(user: Any, slug: str | None) -> Team:

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from django.utils.translation import gettext as _
 
-from portal.errors import FieldErrors
-from portal.untrusted import MAX_DEPTH, field_problems, too_deep
+from base.errors import FieldErrors
+from base.untrusted import MAX_DEPTH, field_problems, too_deep
 
 FIELDS = (
     "name",

@@ -6,21 +6,21 @@ back to QUEUED (NODE_FAILED may also end in FAILED when no retries are left).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from audit.record import record
+from audit.models import AuditEvent
+from audit.record import BATCH_EVENTS, append, audit_event
+from base.bulk_update import update_rows
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, JobEvent, State
 from jobs.streams import publish_statuses
-from portal.bulk import insert_rows, write_rows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+    from tenants.models import Team
 
 ALLOWED: dict[str, frozenset[str]] = {
     State.QUEUED: frozenset({State.ADMITTED, State.CANCELLED}),
@@ -59,64 +59,59 @@ class IllegalTransition(ValueError):
     """The state machine does not allow this move."""
 
 
-@dataclass
-class _Batch:
-    """Moves made inside `batch()`, written when it ends."""
+class Moves:
+    """A unit of work: job changes, their JobEvents and audit events, held until `flush()`.
 
-    jobs: dict[int, Job] = field(default_factory=dict)
-    fields: dict[int, set[str]] = field(default_factory=dict)
-    events: list[JobEvent] = field(default_factory=list)
-    moved_at: dict[int, str] = field(default_factory=dict)
-    usage_teams: dict[int, Any] = field(default_factory=dict)
+    For a writer that moves hundreds of jobs in one transaction (the controller, see
+    `cluster.observe.writing`): one UPDATE per set of changed fields (`base.bulk_update`), one
+    INSERT for the JobEvents, one head advance for the audit events, one status message per job
+    (its newest state) and one usage message per team, instead of a round trip each. The writer
+    passes it to what moves jobs and calls `flush()` before its transaction commits; nothing is
+    written until then, so reads in between see the moved jobs only through their objects.
+    A job is changed through one object only (the one its `LockedJobs` gave out).
+    """
+
+    def __init__(self) -> None:
+        self._jobs: dict[int, Job] = {}
+        self._fields: dict[int, set[str]] = {}
+        self._events: list[JobEvent] = []
+        self._audit: list[AuditEvent] = []
+        self._moved_at: dict[int, str] = {}
+        self._usage_teams: dict[int, Team] = {}
+
+    def save(self, job: Job, fields: Iterable[str]) -> None:
+        """Write `fields` of `job` at the flush, with the values it has then."""
+        if self._jobs.setdefault(job.pk, job) is not job:
+            raise RuntimeError(f"job {job.pk} changed through two different objects")
+        self._fields.setdefault(job.pk, set()).update(fields)
+
+    def audit(self, event: AuditEvent) -> None:
+        """Append `event` (`audit.record.audit_event`) to the chain at the flush."""
+        self._audit.append(event)
+
+    def move(self, job: Job, fields: Iterable[str], event: JobEvent, usage_changed: bool) -> None:
+        """A transition of `job` (see `transition`): its fields, its JobEvent, and whether the
+        GPUs its team holds changed."""
+        self.save(job, fields)
+        self._events.append(event)
+        self._moved_at[job.pk] = event.at.isoformat()
+        if usage_changed:
+            self._usage_teams.setdefault(job.team_id, job.team)
 
     def flush(self) -> None:
+        """Write everything held (once, before the commit), the audit events last: the chain's
+        head, which every submission waits for, stays locked from there to the commit only."""
         by_fields: dict[tuple[str, ...], list[Job]] = {}
-        for job_id, job in self.jobs.items():
-            by_fields.setdefault(tuple(sorted(self.fields[job_id])), []).append(job)
-        # Held with the events (and the audit's writes) by `together()` where the caller opened
-        # one. Nobody reads how many rows changed: the callers hold the rows locked.
+        for job_id, job in self._jobs.items():
+            by_fields.setdefault(tuple(sorted(self._fields[job_id])), []).append(job)
         for fields, jobs in by_fields.items():
-            write_rows(jobs, fields)
-        insert_rows(self.events)
+            update_rows(jobs, fields)
+        JobEvent.unscoped.bulk_create(self._events, batch_size=BATCH_EVENTS)
+        append(self._audit)
         publish_statuses(
-            [(self.jobs[job_id], at) for job_id, at in self.moved_at.items()],
-            list(self.usage_teams.values()),
+            [(self._jobs[job_id], at) for job_id, at in self._moved_at.items()],
+            list(self._usage_teams.values()),
         )
-
-
-_current: ContextVar[_Batch | None] = ContextVar("transitions", default=None)
-
-
-@contextmanager
-def batch() -> Iterator[None]:
-    """Write the transitions made inside together when the block ends.
-
-    One UPDATE per set of changed fields, one INSERT for all the JobEvents, one status message
-    per job (its newest state) and one usage message per team, instead of a round trip for each
-    move. The caller holds the transaction; after an exception nothing is written (the
-    transaction rolls back anyway). Inside an outer batch this joins it.
-    """
-    if _current.get() is not None:
-        yield
-        return
-    pending = _Batch()
-    token = _current.set(pending)
-    try:
-        yield
-        pending.flush()
-    finally:
-        _current.reset(token)
-
-
-def save(job: Job, fields: list[str]) -> None:
-    """`job.save(update_fields=fields)`, or part of the batch's write when one is open."""
-    pending = _current.get()
-    if pending is None:
-        job.save(update_fields=fields)
-        return
-    if pending.jobs.setdefault(job.pk, job) is not job:
-        raise RuntimeError(f"job {job.pk} changed through two different objects in one batch")
-    pending.fields.setdefault(job.pk, set()).update(fields)
 
 
 def can_transition(job: Job, to_state: str) -> bool:
@@ -124,10 +119,16 @@ def can_transition(job: Job, to_state: str) -> bool:
 
 
 def transition(
-    job: Job, to_state: str, reason: str, *, actor: User | None = None, **changes: Any
+    job: Job,
+    to_state: str,
+    reason: str,
+    *,
+    actor: User | None = None,
+    moves: Moves | None = None,
+    **changes: Any,
 ) -> None:
     """Move `job` to `to_state` (setting `changes` with it), saving it and its JobEvent, and
-    its audit event where the move is one of `AUDITED`.
+    its audit event where the move is one of `AUDITED`: here, or at the flush of `moves`.
 
     The caller holds the transaction.
     """
@@ -168,19 +169,17 @@ def transition(
         actor=actor,
     )
     usage_changed = (from_state in HOLDING_STATES) != (to_state in HOLDING_STATES)
-    with batch():
-        pending = _current.get()
-        assert pending is not None
-        save(job, changed)
-        pending.events.append(event)
-        pending.moved_at[job.pk] = now.isoformat()
-        if usage_changed:
-            pending.usage_teams.setdefault(job.team_id, job.team)
+    unit = moves or Moves()
+    unit.move(job, changed, event, usage_changed)
     if to_state in AUDITED:
-        record(
-            AUDITED[to_state],
-            actor=actor,
-            team=job.team,
-            target=job,
-            after={"reason": job.state_reason},
+        unit.audit(
+            audit_event(
+                AUDITED[to_state],
+                actor=actor,
+                team=job.team,
+                target=job,
+                after={"reason": job.state_reason},
+            )
         )
+    if moves is None:
+        unit.flush()

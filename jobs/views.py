@@ -12,13 +12,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from base.auth import signed_in
 from jobs.access import access_job, can_change_job
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.forms import JobForm
 from jobs.models import ACTIVE_STATES, SPEC_BODIES, Job, State
 from jobs.spec import SpecError, masked_env, parse_spec
 from jobs.usage import usage_against_quota
-from portal.auth import signed_in
 from quotas.models import GpuType
 from tenants.access import access_team
 from tenants.models import Membership, Team

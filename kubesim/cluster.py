@@ -11,8 +11,8 @@ pools:
     gpusPerNode: 8
     cpu: "96"
     memory: 1Ti
-    rack: rack-a             # -> topology.kubernetes.io/zone and kubesim.io/rack
-    nvlinkDomain: per-node   # or a fixed name shared by the pool
+    rack: rack-a             # -> topology.kubernetes.io/zone
+    nvlinkDomain: per-node   # -> nvidia.com/gpu.clique; or a fixed name shared by the pool
     labels: {}
     taints: []
 ```

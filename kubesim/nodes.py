@@ -25,7 +25,6 @@ def _labels(pool: Pool, name: str) -> dict[str, str]:
     }
     if pool.rack:
         labels["topology.kubernetes.io/zone"] = pool.rack
-        labels["kubesim.io/rack"] = pool.rack
     if pool.gpu is not None:
         domain = name if pool.nvlink_domain == "per-node" else pool.nvlink_domain
         labels |= {
@@ -34,7 +33,7 @@ def _labels(pool: Pool, name: str) -> dict[str, str]:
             "nvidia.com/gpu.count": str(pool.gpus_per_node),
             "nvidia.com/gpu.memory": str(pool.gpu.memory_mib),
             "nvidia.com/gpu.family": pool.gpu.family,
-            "kubesim.io/nvlink-domain": domain,
+            "nvidia.com/gpu.clique": domain,
         }
     return labels | pool.labels
 

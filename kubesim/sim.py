@@ -7,6 +7,7 @@ Everything here runs on the server's event loop thread; callers on other threads
 from __future__ import annotations
 
 from kubesim.api import Api
+from kubesim.binding import PodBinder
 from kubesim.clock import Clock
 from kubesim.cluster import ClusterSpec
 from kubesim.events import EventRecorder
@@ -18,7 +19,6 @@ from kubesim.nodes import cluster_nodes
 from kubesim.nvml.gpu import NodeGpus
 from kubesim.quota import quota_status
 from kubesim.resources import JOB, NAMESPACE, NODE, POD, PRIORITYCLASS, QUOTA, SERVICEACCOUNT
-from kubesim.scheduler import Scheduler
 from kubesim.store import Store, Stored
 from kubesim.timers import Timers
 
@@ -36,7 +36,7 @@ class Simulation:
         self.timers = Timers()
         self.events = EventRecorder(self.api)
         self.gpus: dict[str, NodeGpus] = {}
-        self.scheduler = Scheduler(self.api, self.events)
+        self.binder = PodBinder(self.api, self.events)
         self.kubelet = Kubelet(
             self.api, self.events, self.timers, self.gpus, cluster.container_start_seconds
         )
@@ -83,10 +83,8 @@ class Simulation:
             self.timers.run_due(self.clock.now())
             self.gc.run()
             self.jobs.run()
-            self.scheduler.run()
-            if not (
-                self.gc.gone or self.jobs.dirty or self.scheduler.fresh or self.scheduler.retry
-            ):
+            self.binder.run()
+            if not (self.gc.gone or self.jobs.dirty or self.binder.fresh or self.binder.retry):
                 break
         self._update_quotas()
 

@@ -10,12 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from base.streaming import streamed
 from jobs.access import access_job
 from jobs.models import ACTIVE_STATES, Job
 from jobs.streams import status_message, usage_message
 from monitoring.history import job_history
 from monitoring.logs import log_text
-from portal.streaming import streamed
 from tenants.access import access_team
 
 MAX_TAIL = 100_000

@@ -17,11 +17,11 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from base.middleware import RequestContext, request_context, request_id
 from monitoring import intake
 from monitoring.intake import Received, Reply
 from monitoring.tokens import token_hash
 from monitoring.validation import MAX_BODY_BYTES, validate_batch
-from portal.middleware import RequestContext, request_context, request_id
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
+from base.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
 from monitoring import hot, rollups, schema
-from monitoring.inventory import (
+from monitoring.gpu_owners import (
     JobRef,
     batch_owners,
     gpu_ids,

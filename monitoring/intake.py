@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connection
 
-from jobs.streams import Outgoing, send_all
+from base.streams import Outgoing, send_all
 from monitoring.ingest import Accepted, ingest_batches, node_keys
 from monitoring.prefetch import Prefetched
 from monitoring.tokens import nodes_for_digests, seen_nodes, token_keys

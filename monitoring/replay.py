@@ -7,10 +7,10 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.db.models import Max
 
+from base.delivery import Delivery
+from base.streams import log_message
 from cluster.models import JobLogChunk
 from jobs.models import Job
-from jobs.streams import log_message
-from monitoring.delivery import Delivery
 
 TAIL_CHUNKS = 50  # a fresh page starts with this much; the download link has the rest
 BATCH = 500

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from base.streams import CLUSTER_GROUP, XidMessage
 from cluster.models import Gpu
-from jobs.streams import CLUSTER_GROUP, XidMessage
 from monitoring.models import XidEvent
 
 # Xids after which the GPU needs a reset or a replacement (NVIDIA's Xid catalogue): 48 double-bit

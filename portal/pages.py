@@ -6,6 +6,7 @@ from audit import views as audit_views
 from cluster import views as cluster_views
 from jobs import views as job_views
 from monitoring import pages as monitoring_pages
+from portal import team_page
 from quotas import views as quota_views
 from tenants import views as team_views
 
@@ -16,11 +17,11 @@ urlpatterns = [
     path("jobs/<int:job_id>/", job_views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/cancel/", job_views.job_cancel, name="job-cancel"),
     path("jobs/<int:job_id>/clone/", job_views.job_clone, name="job-clone"),
-    path("teams/<slug:slug>/", team_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/", team_page.team_detail, name="team-detail"),
     path("teams/<slug:slug>/members/", team_views.member_add, name="member-add"),
     path(
         "teams/<slug:slug>/members/<str:username>/",
-        team_views.member_change,
+        team_page.member_change,
         name="member-change",
     ),
     path("teams/<slug:slug>/queues/", quota_views.queue_save, name="queue-save"),

@@ -64,7 +64,10 @@ def start_agents(
     """Once the controller has listed the nodes, give each an agent on its fake NVML."""
     deadline = time.monotonic() + 60
     while Node.objects.count() == 0 and time.monotonic() < deadline:
-        time.sleep(0.5)
+        if stop.wait(0.5):  # stopped before any node was listed: rotate no token
+            return
+    if stop.is_set():
+        return
     tokens = {node.name: rotate_node_token(node) for node in Node.objects.all()}
     libraries = {name: sim.nvml_library(name) for name in tokens}
     kubelets = tempfile.mkdtemp(prefix="kubelets-")  # each node's pod-resources socket

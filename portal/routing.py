@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from jobs.consumers import JobConsumer, TeamJobsConsumer
-from monitoring.consumers import ClusterConsumer
+from jobs.consumers import TeamJobsConsumer
+from monitoring.consumers import ClusterConsumer, JobConsumer
 
 websocket_urlpatterns = [
     path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),

@@ -84,8 +84,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "portal.middleware.RequestContextMiddleware",
-    "portal.middleware.RefuseUnreadableMiddleware",
+    "base.middleware.RequestContextMiddleware",
+    "base.middleware.RefuseUnreadableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -129,8 +129,7 @@ def _database() -> dict[str, object]:
                 "pool": {"min_size": 1, "max_size": env_int("DB_POOL_SIZE", 8), "timeout": 10},
                 # Values travel apart from the statement, and a statement run DB_PREPARE_AFTER
                 # times on a connection is prepared there: PostgreSQL then neither parses nor
-                # plans it again. A submission cost the server a third less (`portal.bulk`
-                # sends its held writes through a client-binding cursor). 0 turns preparing
+                # plans it again. A submission cost the server a third less. 0 turns preparing
                 # off, for poolers that cannot carry prepared statements.
                 "server_side_binding": True,
                 "prepare_threshold": env_int("DB_PREPARE_AFTER", 5) or None,
@@ -157,17 +156,17 @@ REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "portal.cache.RedisCache",
+            "BACKEND": "base.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "portal"),
             # A Redis that does not answer costs a request this long at most, and only once
-            # per portal.outage.RETRY_S: meanwhile the cache serves from memory.
+            # per base.outage.RETRY_S: meanwhile the cache serves from memory.
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
         }
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "portal.channel_layer.RedisChannelLayer",
+            "BACKEND": "base.channel_layer.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
                 # blocking pop: an idle consumer's read would time out and kill it. Its pool
@@ -196,6 +195,9 @@ else:
     CELERY_BROKER_URL = "memory://"
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
+# Celery tasks the leading controller enqueues every so many seconds (there is no beat: the
+# controller is the only clock; cluster.duties.periodic_tasks).
+PERIODIC_TASKS = {"monitoring.tasks.prune_old_rollups": 3600}
 
 # The lockout backend goes first: a locked-out username and address is refused before the
 # password is checked (the login form and the token endpoint alike).
@@ -259,8 +261,8 @@ AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "portal.client_ip.client_ip"
-AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "base.client_ip.client_ip"
+AXES_LOCKOUT_CALLABLE = "base.lockout.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # successful logins are in the audit trail already
 
 REST_FRAMEWORK = {
@@ -275,7 +277,7 @@ REST_FRAMEWORK = {
         *([] if PRODUCTION else ["rest_framework.renderers.BrowsableAPIRenderer"]),
     ],
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,
-    "DEFAULT_PAGINATION_CLASS": "portal.rest.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "base.rest.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
@@ -287,11 +289,11 @@ REST_FRAMEWORK = {
         "token": env_str("THROTTLE_TOKEN", "30000/min"),
     },
     "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.JSONParser",
+        "base.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "portal.rest.exception_handler",
+    "EXCEPTION_HANDLER": "base.rest.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 
@@ -324,7 +326,7 @@ API_TOKEN_PREFIX = "gpt"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "portal.middleware.RequestIdLogFilter"}},
+    "filters": {"request_id": {"()": "base.middleware.RequestIdLogFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}
     },

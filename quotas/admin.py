@@ -4,8 +4,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from portal.admin_base import UnscopedAdmin
-from portal.auth import signed_in
+from base.admin_base import UnscopedAdmin
+from base.auth import signed_in
 from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
 from quotas.rules import check_queue_priority

@@ -10,13 +10,13 @@ from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api import TenantViewSet
-from portal.auth import signed_in
+from base.auth import signed_in
 from quotas.actions import delete_queue, delete_quota, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
 from quotas.serializers import GpuTypeSerializer, QueueSerializer, QuotaSerializer
 from tenants.access import access_team, can_manage_team, is_lead
 from tenants.models import Team
+from tenants.viewsets import TenantViewSet
 
 
 class IsAdminOrReadOnly(permissions.BasePermission):

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.auth import signed_in
-from portal.errors import FieldErrors
-from portal.forms import flash_errors, int_field
+from base.auth import signed_in
+from base.errors import FieldErrors
+from base.forms import flash_errors, int_field
 from quotas.actions import delete_queue, save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType, Queue, Quota
 from tenants.access import access_team

@@ -4,8 +4,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from portal.admin_base import UnscopedAdmin
-from portal.auth import signed_in
+from base.admin_base import UnscopedAdmin
+from base.auth import signed_in
 from tenants.actions import add_member, check_fair_share_weight, remove_member, save_team, set_role
 from tenants.models import ApiToken, Membership, Team
 

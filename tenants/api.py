@@ -16,8 +16,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
-from portal.api import TenantViewSet
-from portal.auth import signed_in
+from base.auth import signed_in
 from quotas.actions import set_member_cap
 from quotas.models import MemberCap
 from tenants.access import access_team, can_manage_team
@@ -31,6 +30,7 @@ from tenants.serializers import (
     TeamSerializer,
     TokenRequestSerializer,
 )
+from tenants.viewsets import TenantViewSet
 
 
 class TeamViewSet(

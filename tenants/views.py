@@ -1,4 +1,7 @@
-"""Pages: team (members, quotas, queues), profile with API tokens, and admin's team list."""
+"""Pages: adding a member, profile with API tokens, and admin's team list.
+
+The team page itself shows quotas and usage too, so it lives above the apps (portal/team_page.py).
+"""
 
 from __future__ import annotations
 
@@ -11,46 +14,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from jobs.usage import usage_against_quota
-from portal.auth import signed_in
-from portal.errors import FieldErrors
-from portal.forms import flash_errors, int_field
-from quotas.actions import set_member_cap
-from quotas.models import MemberCap, Queue, Quota
-from tenants.access import access_team, can_manage_team
-from tenants.actions import (
-    add_member,
-    create_token,
-    remove_member,
-    revoke_token,
-    save_team,
-    set_role,
-)
-from tenants.models import ApiToken, Membership, Role, Team
-
-
-@login_required
-def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    team = access_team(request.user, slug)
-    caps = dict(MemberCap.objects.for_team(team).values_list("user_id", "max_gpus"))
-    members = [
-        (m, caps.get(m.user_id)) for m in Membership.objects.for_team(team).select_related("user")
-    ]
-    can_manage = can_manage_team(request.user, team)
-    # Sub-teams' quotas are the department's business: shown to those who manage it.
-    children = list(team.children.all()) if can_manage else []
-    context = {
-        "team": team,
-        "members": members,
-        "usage": usage_against_quota([team]),
-        "queues": Queue.objects.for_team(team),
-        "children": children,
-        "child_quotas": Quota.unscoped.filter(team__in=children).select_related("team", "gpu_type"),
-        "department_types": Quota.objects.for_team(team).select_related("gpu_type"),
-        "can_manage": can_manage,
-        "roles": Role.choices,
-    }
-    return render(request, "tenants/team.html", context)
+from base.auth import signed_in
+from base.errors import FieldErrors
+from base.forms import flash_errors
+from tenants.access import access_team
+from tenants.actions import add_member, create_token, revoke_token, save_team
+from tenants.models import ApiToken, Role, Team
 
 
 @login_required
@@ -66,29 +35,6 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
             team, user, role=request.POST.get("role", Role.MEMBER), acting_user=signed_in(request)
         )
         messages.success(request, f"{username} added to {team.slug}.")
-    except (ValidationError, FieldErrors) as exc:
-        flash_errors(request, exc)
-    return redirect("team-detail", slug=team.slug)
-
-
-@login_required
-@require_POST
-def member_change(request: HttpRequest, slug: str, username: str) -> HttpResponse:
-    team = access_team(request.user, slug, manage=True)
-    member = get_object_or_404(Membership.objects.for_team(team), user__username=username)
-    actor = signed_in(request)
-    try:
-        if request.POST.get("remove"):
-            remove_member(member, acting_user=actor)
-            messages.success(request, f"{username} removed from {team.slug}.")
-            return redirect("team-detail", slug=team.slug)
-        if request.POST.get("role") and request.POST["role"] != member.role:
-            set_role(member, request.POST["role"], acting_user=actor)
-        if "max_gpus" in request.POST:
-            raw = request.POST["max_gpus"].strip()
-            cap = int_field(request.POST, "max_gpus", low=0, high=10_000) if raw else None
-            set_member_cap(member, cap, acting_user=actor)
-        messages.success(request, f"{username} updated.")
     except (ValidationError, FieldErrors) as exc:
         flash_errors(request, exc)
     return redirect("team-detail", slug=team.slug)

@@ -6,12 +6,14 @@ vision and nlp are sub-teams of the department research.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from channels.layers import channel_layers
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
@@ -51,6 +53,14 @@ def _fast_password_hashing(settings: Any) -> None:
 def _clear_cache() -> None:
     # Throttle counters live in the cache; a shared Redis must not carry them between tests.
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    # The in-memory layer's queues belong to the event loop of the test that made them, gone
+    # after it: a later test's server must not wait on, or send to, an earlier test's queues.
+    yield
+    channel_layers.backends.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from audit.chain import event_hash
 from audit.models import GENESIS_HASH, AppendOnlyError, AuditEvent
-from audit.record import AuditOutsideTransaction, batch, record, snapshot
+from audit.record import AuditOutsideTransaction, append, audit_event, record, snapshot
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.spec import parse_spec
 from quotas.actions import save_queue, set_quota
@@ -165,8 +165,14 @@ AWKWARD_NUMBERS = {"huge": 1e16, "largest": 1e308, "tenth": 0.1, "bigint": 2**63
 def test_awkward_numbers_verify_after_the_database_round_trip(world: World) -> None:
     with transaction.atomic():
         record("team.update", actor=world.admin, team=world.vision, before=AWKWARD_NUMBERS)
-    with transaction.atomic(), batch():
-        record("team.update", actor=world.admin, team=world.vision, after=AWKWARD_NUMBERS)
+    with transaction.atomic():  # and as a unit of work appends them (`jobs.states.Moves`)
+        append(
+            [
+                audit_event(
+                    "team.update", actor=world.admin, team=world.vision, after=AWKWARD_NUMBERS
+                )
+            ]
+        )
     first, second = AuditEvent.chain.order_by("seq")
     assert first.before is not None and first.before == second.after
     # The same numbers as a float reads them, whatever form the database gives them back in.

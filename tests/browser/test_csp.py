@@ -6,11 +6,9 @@ on inline code would log one there (and lose what that code did).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from channels.layers import channel_layers
 
 from tests.browser.test_live_job import CHROMIUM, CHROMIUM_ARGS, Portal, _log_in
 from tests.browser.test_live_job import portal as portal  # the fixture
@@ -19,14 +17,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LEAD_PAGES = ["/", "/jobs/new/", "/teams/vision/", "/profile/", "/api/docs/"]
 ADMIN_PAGES = ["/cluster/", "/manage/quotas/", "/audit/", "/admin/"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_channel_layer() -> Iterator[None]:
-    """The in-memory layer's queues belong to this test's server loop, gone after it: the next
-    test's server must not send to this one's websockets."""
-    yield
-    channel_layers.backends.clear()
 
 
 def _refusals(page: Any) -> list[str]:

@@ -36,6 +36,24 @@ FAST = Timing(
 )
 
 
+class SteppedClock:
+    """The controllers' monotonic clock: it moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+STEP_S = FAST.debounce_s
+"""How far `Cluster.drive` moves the controllers' clock per step: about what an idle step
+waits for watch reports, so the controller's periods pass about as fast as the simulation's."""
+
+
 class SkippingClock(ScaledClock):
     """Simulated time sped up, which a test can also move forward at once (an hour's outage)."""
 
@@ -57,12 +75,17 @@ class Cluster:
     backend: KubernetesBackend
     controller: Controller
     world: World
+    ticks: SteppedClock
     others: list[Controller] = field(default_factory=list)
     """Controllers a test started besides `controller` (successors, standbys): shut down with it."""
 
     def new_controller(self, timing: Timing = FAST, **kwargs: Any) -> Controller:
         controller = Controller(
-            self.backend, timing=timing, config=PolicyConfig(preemption_grace_s=2.0), **kwargs
+            self.backend,
+            timing=timing,
+            config=PolicyConfig(preemption_grace_s=2.0),
+            clock=self.ticks,
+            **kwargs,
         )
         self.others.append(controller)
         return controller
@@ -74,13 +97,15 @@ class Cluster:
         timeout: float = 30.0,
         controller: Controller | None = None,
     ) -> None:
-        """Step the controller until `until()` holds; fail with what it saw if it never does."""
+        """Step the controller, its clock moving `STEP_S` a step, until `until()` holds; fail
+        with what it saw if it never does (`timeout`: a generous bound, not a measure)."""
         controller = controller or self.controller
         deadline = time.monotonic() + timeout
         if not controller.leading:
             assert controller_leads(controller)
         while time.monotonic() < deadline:
             controller.step()
+            self.ticks.advance(STEP_S)
             if until():
                 return
         raise AssertionError(
@@ -137,13 +162,16 @@ def cluster(transactional_db: None, world: World, tmp_path: Path) -> Iterator[Cl
     sim.start()
     sim.write_kubeconfig(tmp_path / "kubeconfig")
     backend = KubernetesBackend(load_api_client(str(tmp_path / "kubeconfig")))
-    controller = Controller(backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0))
-    env = Cluster(sim, clock, backend, controller, world)
+    ticks = SteppedClock()
+    controller = Controller(
+        backend, timing=FAST, config=PolicyConfig(preemption_grace_s=2.0), clock=ticks
+    )
+    env = Cluster(sim, clock, backend, controller, world, ticks)
     try:
         yield env
     finally:
         for each in (controller, *env.others):
             each.stop_leading(release=True)
             each.followers.shutdown()
-            each.kube_pool.shutdown(wait=True)
+            each.kube.shutdown()
         sim.stop()

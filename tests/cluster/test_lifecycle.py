@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from cluster.manifests import LABEL_JOB
 from cluster.models import JobLogChunk, Node
 from jobs.models import Job, State
-from tests.cluster.conftest import Cluster, audited, blocked
+from tests.cluster.conftest import FAST, Cluster, audited, blocked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,8 +121,10 @@ def test_cancel_deletes_the_kubernetes_job(cluster: Cluster) -> None:
     assert cluster.state(job) == State.CANCELLED
 
 
-def test_a_warning_about_an_admitted_jobs_pod_becomes_its_reason(cluster: Cluster) -> None:
-    cluster.controller._create = lambda job: None  # type: ignore[method-assign]  # no pods yet
+def test_a_warning_about_an_admitted_jobs_pod_becomes_its_reason(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster.backend, "create_job", lambda obj: True)  # no pods yet
     job = cluster.submit(runtime_s=3)
     cluster.drive(lambda: cluster.state(job) == State.ADMITTED)
     cluster.backend.core.create_namespaced_event(
@@ -179,9 +182,7 @@ def test_a_waiting_job_keeps_why_and_when_until_it_is_admitted(cluster: Cluster)
 def test_a_slow_explaining_cycle_spaces_out_the_next_explanations(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dataclasses import replace
-
-    import cluster.controller as module
+    import cluster.scheduling as module
 
     explained: list[bool] = []
     decide = module.decide
@@ -189,36 +190,33 @@ def test_a_slow_explaining_cycle_spaces_out_the_next_explanations(
     def slow_to_explain(*args: Any, explain: bool) -> Any:
         explained.append(explain)
         if explain:
-            time.sleep(0.1)  # as a long queue's explanations take
+            cluster.ticks.advance(0.1)  # as a long queue's explanations take
         return decide(*args, explain=explain)
 
     monkeypatch.setattr(module, "decide", slow_to_explain)
-    controller = cluster.controller
-    controller.timing = replace(controller.timing, explain_every_s=0.0)
-    cluster.drive(lambda: Node.objects.count() == 12)
-    controller._last["explain"] = -1e9  # due
+    controller = cluster.new_controller(timing=replace(FAST, explain_every_s=0.0))
+    cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
+    cluster.ticks.advance(1.0)  # the last explanation's share of the time is spent: due
     explained.clear()
     counted = controller.stats.explaining
 
+    controller.cycle()  # explains, taking 0.1 s: the next explains 0.9 s later at the soonest
     controller.cycle()
-    controller.cycle()  # at once: the last explanation's share of the time is spent
-    assert controller._explain_gap >= 0.1 * (1 / module.EXPLAIN_SHARE - 1)
-    time.sleep(controller._explain_gap)
+    cluster.ticks.advance(0.1 * (1 / module.EXPLAIN_SHARE - 1) - 0.01)
     controller.cycle()
-    assert explained == [True, False, True]
+    cluster.ticks.advance(0.02)
+    controller.cycle()
+    assert explained == [True, False, False, True]
     assert controller.stats.explaining == counted + 2
 
 
 def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
     cluster: Cluster,
 ) -> None:
-    from dataclasses import replace
-
     from jobs.actions import cancel_job
     from tests.cluster.conftest import controller_leads
 
-    controller = cluster.new_controller()
-    controller.timing = replace(controller.timing, explain_every_s=3600.0)
+    controller = cluster.new_controller(timing=replace(FAST, explain_every_s=3600.0))
     assert controller_leads(controller)
     cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
     # The leader explained its first cycle, while the nodes came in; none will explain now.
@@ -236,7 +234,7 @@ def test_cycles_between_explanations_admit_and_leave_reasons_as_written(
     second.refresh_from_db()
     assert second.pending_code == ""
 
-    controller._last["explain"] = -1e9  # due at last, as for a new leader's first cycle
+    cluster.ticks.advance(3600.0)  # due at last
     controller.cycle()
     second.refresh_from_db()
     assert second.pending_code == "QUOTA_EXHAUSTED"
@@ -268,7 +266,7 @@ def test_a_job_stopped_while_its_create_is_on_its_way_leaves_no_job_behind(
     answer.set()
     assert created.wait(10)
 
-    deadline = time.monotonic() + 10  # the delete follows the create
+    deadline = time.monotonic() + 30  # the delete follows the create
     while any(o["metadata"]["name"] == name for o in cluster.backend.list("jobs").items):
         assert time.monotonic() < deadline, f"Job {name} outlived its cancelled job"
         time.sleep(0.1)
@@ -278,9 +276,9 @@ def _one_busy_thread(cluster: Cluster) -> threading.Event:
     """Give the controller one create/delete thread and hold it until the event is set."""
     from cluster.pool import RankedPool
 
-    cluster.controller.kube_pool.shutdown(wait=True)
-    cluster.controller.kube_pool = RankedPool(1, "kube")
-    return blocked(cluster.controller.kube_pool)
+    cluster.controller.kube.shutdown()
+    cluster.controller.kube.pool = RankedPool(1, "kube")
+    return blocked(cluster.controller.kube.pool)
 
 
 def test_creates_waiting_for_a_thread_go_out_most_gpus_first(
@@ -330,7 +328,7 @@ def test_a_job_stopped_before_its_create_was_sent_is_never_created(
     cancel_job(job, acting_user=cluster.world.bob)
     cluster.drive(lambda: Job.unscoped.get(pk=job.pk).k8s_name == "")
     release.set()
-    cluster.controller.kube_pool.shutdown(wait=True)  # whatever waited has gone out
+    cluster.controller.kube.shutdown()  # whatever waited has gone out
 
     assert name not in sent  # neither created nor deleted
     assert not [o for o in cluster.backend.list("jobs").items if o["metadata"]["name"] == name]
@@ -355,8 +353,7 @@ def test_a_job_being_deleted_is_not_reported_as_a_stray(
     cancel_job(job, acting_user=cluster.world.bob)
     cluster.drive(lambda: Job.unscoped.get(pk=job.pk).k8s_name == "")  # its delete is sent
     controller = cluster.controller
-    with controller._writing():  # a resync while the Job is still there
-        controller._resync(list(controller.cluster_jobs.values()))
+    controller.resync()  # while the Job is still there
     answer.set()
 
     assert controller.stats.strays_deleted == 0

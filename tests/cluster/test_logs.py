@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cluster import logs
 from cluster.backend import Unavailable
 from cluster.logs import Finished, LogFollowers, LogWriter, Piece
 from cluster.models import JobLogChunk
@@ -71,7 +70,7 @@ def test_a_failed_write_stores_nothing_and_the_retry_stores_it_all(
         raise DatabaseError("connection lost")
 
     with monkeypatch.context() as patched:
-        patched.setattr(logs, "insert_rows", broken)
+        patched.setattr(JobLogChunk.unscoped, "bulk_create", broken)
         with pytest.raises(DatabaseError):
             writer.write([_piece(job, 2, "b")])
     writer.write([_piece(job, 2, "b")])

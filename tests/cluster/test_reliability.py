@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -40,13 +39,13 @@ def test_cluster_api_away_for_30_s_then_back(cluster: Cluster) -> None:
     cluster.drive(lambda: cluster.state(running) == State.RUNNING)
     cluster.sim.stop()
     during = cluster.submit(runtime_s=2, name="submitted-during-outage")
-    away_until = time.monotonic() + 30
-    while time.monotonic() < away_until:  # the controller keeps going, without a cluster
+    for _ in range(60):  # 30 s of the controller's clock: it keeps going, without a cluster
         try:
             cluster.controller.step()
-        except Exception as exc:  # a failed list during reconcile is retried next turn
+        except Unavailable as exc:  # a failed call during a resync is retried next turn
             assert "cluster API" in str(exc)
-            time.sleep(0.5)
+        cluster.ticks.advance(0.5)
+    assert cluster.controller.leading
     assert cluster.state(during) == State.ADMITTED or cluster.state(during) == State.QUEUED
     cluster.sim.start()
     cluster.drive(
@@ -133,12 +132,15 @@ def test_a_running_job_whose_job_object_is_deleted_fails_with_its_outcome_unknow
     assert audited(job)[-1] == ("job.failed", cluster.world.vision.pk)
 
 
-def test_controller_killed_after_admitting_is_caught_up_by_its_successor(cluster: Cluster) -> None:
+def test_controller_killed_after_admitting_is_caught_up_by_its_successor(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = cluster.controller
-    first._create = lambda job: None  # type: ignore[method-assign]  # dies before telling k8s
+    monkeypatch.setattr(cluster.backend, "create_job", lambda obj: True)  # dies before telling
     job = cluster.submit(runtime_s=2)
     cluster.drive(lambda: cluster.state(job) == State.ADMITTED)
     assert _k8s_jobs_of(cluster, job.pk) == []
+    monkeypatch.undo()
     first.stop_leading()  # killed: the lease is not released, it expires
     Lease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     second = cluster.new_controller()
@@ -147,25 +149,49 @@ def test_controller_killed_after_admitting_is_caught_up_by_its_successor(cluster
     assert job.attempts == 1
 
 
-def test_standby_takes_over_within_15_s_and_never_both_lead(cluster: Cluster) -> None:
+def _asking_for_the_lease(
+    monkeypatch: pytest.MonkeyPatch, holder: str
+) -> tuple[list[bool], threading.Event]:
+    """What `holder` was answered each time it asked for the lease; the event is set on each."""
+    answers: list[bool] = []
+    asked = threading.Event()
+    acquire = lease.try_acquire
+
+    def answered(who: str) -> bool:
+        taken = acquire(who)
+        if who == holder:
+            answers.append(taken)
+            asked.set()
+        return taken
+
+    monkeypatch.setattr(lease, "try_acquire", answered)
+    return answers, asked
+
+
+def test_a_standby_takes_over_once_the_leaders_lease_runs_out_and_never_both_lead(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     leader = cluster.controller
     assert controller_leads(leader)
     standby = cluster.new_controller()
+    answers, asked = _asking_for_the_lease(monkeypatch, standby.identity)
     stop = threading.Event()
     thread = threading.Thread(target=standby.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        time.sleep(2)
-        assert not standby.leading  # the leader's lease is fresh
+        assert asked.wait(30)
+        assert answers[0] is False  # the leader's lease is fresh
         leader.stop_leading()  # the leader dies: no more renewals
-        died = time.monotonic()
-        while not standby.leading and time.monotonic() - died < 20:
-            time.sleep(0.2)
-        assert standby.leading and time.monotonic() - died <= 15
+        _expire_lease()  # and its lease runs out
+        asked.clear()
+        while not answers[-1]:  # the standby's next ask takes the lease
+            assert asked.wait(30), "the standby stopped asking for the lease"
+            asked.clear()
         assert not lease.try_acquire(leader.identity)  # the old leader cannot act again
     finally:
         stop.set()
-        thread.join(timeout=10)
+        thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
 def test_a_standby_whose_clock_runs_ahead_cannot_take_a_fresh_lease(
@@ -192,7 +218,7 @@ def test_a_stalled_leader_applies_no_admission_once_its_standby_has_taken_over(
         assert controller_leads(standby)
         return apply_decisions(*args, **kwargs)
 
-    monkeypatch.setattr("cluster.controller.apply_decisions", stall_then_apply)
+    monkeypatch.setattr("cluster.scheduling.apply_decisions", stall_then_apply)
     stalled.step()  # its cycle decides to admit the job
     monkeypatch.undo()
 
@@ -214,7 +240,7 @@ def test_a_stalled_leader_applies_no_watch_report_once_its_standby_has_taken_ove
     (obj,) = cluster.backend.list("jobs", f"{LABEL_JOB}={job.pk}").items
     obj["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
 
-    stalled.seen.put(Seen("jobs", "MODIFIED", obj))  # its watch reports the job's end
+    stalled.intake.seen.put(Seen("jobs", "MODIFIED", obj))  # its watch reports the job's end
     stalled.step()
 
     assert not stalled.leading
@@ -242,15 +268,21 @@ def test_a_410_on_watch_leads_to_a_relist(tmp_path: object) -> None:
         sim.stop()
 
 
-def test_controller_is_a_standby_while_another_leads(cluster: Cluster) -> None:
+def test_controller_is_a_standby_while_another_leads(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert lease.try_acquire("someone-else")
     other = Controller(cluster.backend)
+    answers, asked = _asking_for_the_lease(monkeypatch, other.identity)
     stop = threading.Event()
     thread = threading.Thread(target=other.run, args=(stop,), daemon=True)
     thread.start()
-    time.sleep(1.5)
+    while len(answers) < 2:  # it keeps asking, and is refused
+        assert asked.wait(30), "the standby stopped asking for the lease"
+        asked.clear()
     stop.set()
-    thread.join(timeout=5)
+    thread.join(timeout=30)
+    assert answers[:2] == [False, False]
     assert not other.leading and other.stats.cycles == 0
 
 
@@ -275,16 +307,13 @@ def test_a_standby_outlives_the_database_going_away(
 def test_a_submission_that_commits_after_a_later_one_is_noticed(cluster: Cluster) -> None:
     from jobs.models import Job
 
-    controller = cluster.controller
+    scheduling = cluster.controller.scheduling
     late, later = cluster.submit(name="late"), cluster.submit(name="later")
     Job.unscoped.filter(pk=late.pk).update(state=State.CANCELLED)  # not visible as queued yet
-    controller._notice_submissions()
-    controller._dirty = False
-    controller._notice_submissions()
-    assert not controller._dirty  # nothing new
+    assert scheduling.notice_submissions()
+    assert not scheduling.notice_submissions()  # nothing new
     Job.unscoped.filter(pk=late.pk).update(state=State.QUEUED)  # its commit arrives now
-    controller._notice_submissions()
-    assert controller._dirty
+    assert scheduling.notice_submissions()
     assert later.pk > late.pk
 
 
@@ -295,9 +324,8 @@ def test_a_job_whose_creation_the_watch_has_not_reported_yet_is_not_run_again(
     cluster.drive(lambda: cluster.state(job) == State.RUNNING)
     controller = cluster.controller
     # The pods' stream ran ahead of the jobs' stream: the watch's copy lacks the Job.
-    controller.cluster_jobs.pop(("gpu-vision", job.k8s_name))
-    with controller._writing():
-        controller._resync(list(controller.cluster_jobs.values()))
+    controller.intake.cluster_jobs.pop(("gpu-vision", job.k8s_name))
+    controller.resync()
 
     job.refresh_from_db()
     assert (job.state, job.attempts) == (State.RUNNING, 1)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from typing import Any
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from audit.models import AuditHead
 from cluster import lease
 from cluster.apply import admit
 from cluster.manifests import LABEL_JOB
+from cluster.models import Node
 from cluster.observe import job_may_move, pod_may_move, pod_signature, writing
 from cluster.watchers import Seen
 from jobs.models import Job
-from tests.cluster.conftest import Cluster, controller_leads
+from tests.cluster.conftest import FAST, Cluster
 
 
 def _pod(job_id: int, name: str, phase: str, exit_code: int | None = None) -> dict[str, Any]:
@@ -67,46 +69,56 @@ def test_a_batch_locks_only_the_jobs_its_reports_may_move(cluster: Cluster) -> N
         Seen("nodes", "MODIFIED", {"metadata": {"name": "node-a"}}),
     ]
     # Job 6's pod was already seen running: the same state again moves nothing.
-    controller._signatures["job-6-1-0"] = pod_signature(_pod(6, "job-6-1-0", "Running"))
+    assert lease.try_acquire(controller.identity)  # only the leader takes reports in
+    controller.intake.seen.put(Seen("pods", "MODIFIED", _pod(6, "job-6-1-0", "Running")))
+    controller.intake.drain(0.0)
 
-    assert controller._moving(batch) == {3, 4}
+    assert controller.intake.moving(batch) == {3, 4}
 
 
 def test_reports_that_move_nothing_read_no_job(cluster: Cluster) -> None:
     job = cluster.submit()
     controller = cluster.controller
     assert lease.try_acquire(controller.identity)  # only the leader takes reports in
-    controller.seen.put(Seen("jobs", "ADDED", _job(job.pk)))
-    controller.seen.put(Seen("pods", "ADDED", _pod(job.pk, f"job-{job.pk}-1-0", "Pending")))
+    controller.intake.seen.put(Seen("jobs", "ADDED", _job(job.pk)))
+    controller.intake.seen.put(Seen("pods", "ADDED", _pod(job.pk, f"job-{job.pk}-1-0", "Pending")))
 
     with CaptureQueriesContext(connection) as queries:
-        controller._drain(0.0)
+        controller.intake.drain(0.0)
 
     assert controller.stats.counts == {"jobs.ADDED": 1, "pods.ADDED": 1}
     assert [q["sql"] for q in queries if Job._meta.db_table in q["sql"]] == []
-    assert f"job-{job.pk}-1-0" in controller.pods[f"job-{job.pk}-1"]
+    assert f"job-{job.pk}-1-0" in controller.intake.pods[f"job-{job.pk}-1"]
 
 
 def test_the_pause_after_a_cycle_holds_only_while_reports_wait(
     cluster: Cluster, monkeypatch: Any
 ) -> None:
-    controller = cluster.controller
-    assert controller_leads(controller)
-    monkeypatch.setattr(controller, "_drain", lambda wait_s: None)  # reports stay waiting
-    monkeypatch.setattr(controller, "_catch_up", lambda: None)
+    import cluster.scheduling as module
 
-    def step_while_paused() -> int:
-        cycles = controller.stats.cycles
-        controller._dirty = True
-        controller._last["cycle"] = time.monotonic()  # the periodic cycle is not due
-        controller._next_cycle = time.monotonic() + 60
-        controller.step()
-        return controller.stats.cycles - cycles
+    controller = cluster.new_controller(timing=replace(FAST, cycle_every_s=3600.0))
+    cluster.drive(lambda: Node.objects.count() == 12, controller=controller)
+    decide = module.decide
 
-    controller.seen.put(Seen("nodes", "MODIFIED", {"metadata": {"name": "node-a"}}))
-    assert step_while_paused() == 0  # reports wait: the loop takes them in first
-    controller.seen.get_nowait()
-    assert step_while_paused() == 1  # none wait: the pause would only leave GPUs idle
+    def slow(*args: Any, explain: bool) -> Any:
+        cluster.ticks.advance(1.0)  # a long cycle: changes wait up to 1 s more for the next
+        return decide(*args, explain=explain)
+
+    monkeypatch.setattr(module, "decide", slow)
+    monkeypatch.setattr(controller.intake, "drain", lambda wait_s: None)  # reports stay waiting
+    controller.cycle()
+    cycles = controller.stats.cycles
+    report = Seen("nodes", "MODIFIED", {"metadata": {"name": "node-a"}})
+    controller.intake.seen.put(report)
+    cluster.submit()  # a change: a cycle is due, once the pause allows
+
+    cluster.ticks.advance(FAST.debounce_s)  # (the next poll notices the submission)
+    controller.step()
+    assert controller.stats.cycles == cycles  # reports wait: the loop takes them in first
+    controller.intake.seen.get_nowait()
+    cluster.ticks.advance(FAST.debounce_s)
+    controller.step()
+    assert controller.stats.cycles == cycles + 1  # none wait: a pause would leave GPUs idle
 
 
 def test_a_batch_locks_the_audit_head_only_after_its_other_writes(cluster: Cluster) -> None:
@@ -117,10 +129,14 @@ def test_a_batch_locks_the_audit_head_only_after_its_other_writes(cluster: Clust
     with CaptureQueriesContext(connection) as queries, writing("leader") as locked:
         locked.lock([job.pk for job in jobs])
         for job in jobs:
-            admit(locked.get(job.pk), {"node-a": 1})
+            admit(locked.get(job.pk), {"node-a": 1}, locked.moves)
 
-    writes = [q["sql"] for q in queries if not q["sql"].startswith(("SELECT", "SAVEPOINT"))]
-    head = next(i for i, sql in enumerate(writes) if sql.startswith("UPDATE audit_audithead"))
+    writes = [  # writes and locks: the head is taken by SELECT ... FOR UPDATE
+        sql
+        for sql in (q["sql"] for q in queries)
+        if not sql.startswith(("SELECT", "SAVEPOINT")) or "FOR UPDATE" in sql
+    ]
+    head = next(i for i, sql in enumerate(writes) if AuditHead._meta.db_table in sql)
     assert any(sql.startswith('UPDATE "jobs_job"') for sql in writes[:head]), writes
     assert not any(Job._meta.db_table in sql for sql in writes[head:]), writes
     states = Job.unscoped.filter(pk__in=[job.pk for job in jobs]).values_list("state", flat=True)

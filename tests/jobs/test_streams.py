@@ -14,14 +14,15 @@ from django.conf import settings
 from django.db import transaction
 from django.test import Client
 
+from base import streams
+from base.consumers import LAYER_MESSAGES
+from base.streams import publish_log_chunk
 from cluster.models import JobLogChunk
-from jobs import streams
 from jobs.actions import cancel_job, submit_job
-from jobs.consumers import LAYER_MESSAGES
 from jobs.models import Job, State
 from jobs.spec import parse_spec
 from jobs.states import transition
-from jobs.streams import holding_usage, publish_log_chunk, publish_usage
+from jobs.streams import holding_usage, publish_usage
 from portal.asgi import application
 from tests.conftest import World, spec
 from tests.monitoring.conftest import Rig, apost, batch, gpu_sample
@@ -221,18 +222,13 @@ async def test_admins_see_the_cluster_and_others_are_refused(rig: Rig, world: Wo
 
 
 @pytest.mark.skipif(not settings.REDIS_URL, reason="a Redis layer matter")
-async def test_an_idle_socket_outlives_the_layers_blocking_read(world: World) -> None:
-    # channels_redis blocks 5 s on its pop; a client read timeout of 5 s used to kill the
-    # consumer of a quiet job (portal/settings.py sets a longer one).
-    job = await database_sync_to_async(submit_job)(
-        world.vision, parse_spec(spec()), acting_user=world.bob
-    )
-    on_job = await _open(f"/ws/jobs/{job.pk}/", world.bob)
-    await asyncio.sleep(6.5)
-    await database_sync_to_async(cancel_job)(job, acting_user=world.bob)
-    while (await _next(on_job, "job.status"))["state"] != "CANCELLED":
-        pass  # the state at connect may come first
-    await on_job.disconnect()
+def test_an_idle_socket_outlives_the_layers_blocking_read() -> None:
+    # The layer blocks on Redis for `brpop_timeout` seconds when nothing arrives; a client read
+    # timeout no longer than that killed the consumer of every quiet job (redis-py 8 reads with
+    # 5 s by default, the same as the block). Checked on the configuration, not by waiting.
+    layer = streams.get_channel_layer()
+    assert layer.hosts
+    assert all(host["socket_timeout"] > layer.brpop_timeout for host in layer.hosts)
 
 
 def test_every_stream_message_type_goes_to_the_delivery() -> None:

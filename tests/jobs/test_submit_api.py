@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from audit.models import AuditEvent
+from base.rest import Pagination
 from jobs.models import Job, State
-from portal.rest import Pagination
 from tests.conftest import World, api_as, spec
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 from django.test import Client
 
 from audit.models import AuditEvent
@@ -197,26 +196,15 @@ def test_a_submission_reads_its_limits_in_one_query(
     with django_assert_max_num_queries(8) as queries:
         _submit(world, world.vision, world.bob)
     statements = [
-        [part.split()[0] for part in q["sql"].split("; ")]
+        q["sql"].split()[0]
         for q in queries.captured_queries
         if q["sql"].split()[0] not in ("SAVEPOINT", "RELEASE")
     ]
-    # One read (membership, cap, GPU type, quota and queues together), the job, then the chain's
-    # head taken, and the job's event, the audit event and the head's new hash. On PostgreSQL
-    # the read also takes the job's id, and the job goes in with the last three, in one round
-    # trip. The savepoint around them is the test's own transaction's doing; outside a test it
-    # is BEGIN and COMMIT.
-    if connection.vendor == "postgresql":
-        assert statements == [["SELECT"], ["UPDATE"], ["INSERT", "INSERT", "INSERT", "UPDATE"]]
-    else:
-        assert statements == [
-            ["SELECT"],
-            ["INSERT"],
-            ["INSERT"],
-            ["UPDATE"],
-            ["INSERT"],
-            ["UPDATE"],
-        ]
+    # One read (membership, cap, GPU type, quota and queues together: `jobs.limits`), the job
+    # and its event, then the chain's head locked, the audit event and the head's new hash. The
+    # savepoint around the writes is the test's own transaction's doing; outside a test it is
+    # BEGIN and COMMIT.
+    assert statements == ["SELECT", "INSERT", "INSERT", "SELECT", "INSERT", "UPDATE"]
 
 
 def test_a_submitted_job_is_stored_as_the_action_returned_it(world: World) -> None:

@@ -138,7 +138,11 @@ def test_not_ready_node_is_tainted_and_its_pods_are_evicted(
                 "nodeSelectorTerms": [
                     {
                         "matchExpressions": [
-                            {"key": "kubesim.io/rack", "operator": "In", "values": ["rack-c"]}
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "In",
+                                "values": ["rack-c"],
+                            }
                         ]
                     }
                 ]
@@ -275,10 +279,10 @@ def test_cluster_file_defines_pools_labels_and_taints(tmp_path: Path) -> None:
     assert sorted(nodes) == ["cpu-0", "l40s-0", "l40s-1"]
     gpu = nodes["l40s-1"]
     assert gpu.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
-    assert gpu.metadata.labels["kubesim.io/nvlink-domain"] == "nvl-1"
+    assert gpu.metadata.labels["nvidia.com/gpu.clique"] == "nvl-1"
     assert (
         gpu.metadata.labels["tier"] == "inference"
-        and gpu.metadata.labels["kubesim.io/rack"] == "r9"
+        and gpu.metadata.labels["topology.kubernetes.io/zone"] == "r9"
     )
     assert gpu.status.capacity["nvidia.com/gpu"] == "4" and gpu.status.capacity["cpu"] == "32"
     assert gpu.spec.taints[0].key == "gpu"

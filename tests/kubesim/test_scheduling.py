@@ -81,7 +81,7 @@ def test_match_expressions_in_and_not_in(core: client.CoreV1Api, namespace: str)
                     {
                         "matchExpressions": [
                             {
-                                "key": "kubesim.io/rack",
+                                "key": "topology.kubernetes.io/zone",
                                 "operator": "In",
                                 "values": ["rack-b", "rack-c"],
                             },

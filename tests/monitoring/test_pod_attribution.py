@@ -13,7 +13,7 @@ from jobs.actions import submit_job
 from jobs.models import Job
 from jobs.spec import parse_spec
 from monitoring import hot, intake
-from monitoring.inventory import owners_key
+from monitoring.gpu_owners import owners_key
 from monitoring.models import GpuMinute, JobMetrics
 from tests.conftest import World, spec
 from tests.monitoring.conftest import NODE, Rig, batch, gpu_sample, post, run_on

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.test import Client
 
+from base.rest import exception_handler
 from jobs.models import Job
-from portal.rest import exception_handler
 from tests.conftest import World, api_as, spec
 
 pytestmark = pytest.mark.django_db

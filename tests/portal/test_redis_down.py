@@ -27,11 +27,11 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-from jobs.consumers import TRY_AGAIN_LATER
+from base.consumers import TRY_AGAIN_LATER
+from base.outage import RETRY_S, WARN_EVERY_S, Outage
 from jobs.models import Job
 from monitoring.models import GpuMinute
 from portal.asgi import application
-from portal.outage import RETRY_S, WARN_EVERY_S, Outage
 from tenants.tokens import TokenRateThrottle, issue_token
 from tests.conftest import World, spec
 from tests.monitoring.conftest import Rig, batch, gpu_sample, post
@@ -60,7 +60,7 @@ def _use_redis_at(settings: Any, port: int) -> None:
     prefix = f"down{uuid.uuid4().hex[:8]}"
     settings.CACHES = {
         "default": {
-            "BACKEND": "portal.cache.RedisCache",
+            "BACKEND": "base.cache.RedisCache",
             "LOCATION": url,
             "KEY_PREFIX": prefix,
             "OPTIONS": TIMEOUTS,
@@ -68,7 +68,7 @@ def _use_redis_at(settings: Any, port: int) -> None:
     }
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "portal.channel_layer.RedisChannelLayer",
+            "BACKEND": "base.channel_layer.RedisChannelLayer",
             "CONFIG": {"hosts": [{"address": url, **TIMEOUTS}], "prefix": prefix},
         }
     }
@@ -153,7 +153,7 @@ def test_an_outage_is_logged_once_not_per_request(
     clock = FakeClock()
     cache.outage.clock = clock  # type: ignore[attr-defined]
     client = _token_client(world)
-    with caplog.at_level(logging.WARNING, logger="portal.outage"):
+    with caplog.at_level(logging.WARNING, logger="base.outage"):
         for _ in range(3):
             assert client.get("/api/v1/me/").status_code == 200
             clock.now += RETRY_S  # each request tries Redis again, and finds it away

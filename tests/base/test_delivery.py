@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitoring.delivery import MAX_QUEUED_LOG_CHUNKS, Delivery
+from base.delivery import MAX_QUEUED_LOG_CHUNKS, Delivery
 
 
 def metrics(util: int, node: str = "n1") -> dict[str, Any]:

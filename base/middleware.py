@@ -18,8 +18,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
 
-from portal.client_ip import client_ip
-from portal.untrusted import text_problem
+from base.client_ip import client_ip
+from base.untrusted import text_problem
 
 
 @dataclass(frozen=True)

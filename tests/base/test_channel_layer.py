@@ -1,4 +1,4 @@
-"""The Redis channel layer's `group_send_many` and the Redis cache's client reuse."""
+"""The Redis channel layer's `group_send_many` and batched receive."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.core.cache import cache
 
-from portal.channel_layer import RedisChannelLayer
+from base.channel_layer import RedisChannelLayer
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="a Redis matter")
 
@@ -51,13 +50,6 @@ async def test_a_channel_that_left_its_group_gets_nothing(layer: RedisChannelLay
     assert (await layer.receive(stays))["n"] == 1
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(layer.receive(leaves), 0.5)
-
-
-def test_the_cache_reuses_one_redis_client() -> None:
-    client = cache._cache  # type: ignore[attr-defined]
-    assert client.get_client() is client.get_client(write=True)
-    cache.set_many({"reuse.a": 1, "reuse.b": [2]}, 10)
-    assert cache.get_many(["reuse.a", "reuse.b", "reuse.c"]) == {"reuse.a": 1, "reuse.b": [2]}
 
 
 async def test_a_process_receives_a_long_backlog_whole_and_in_order(

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from portal.errors import FieldErrors
+from base.errors import FieldErrors
 
 
 def flash_errors(request: HttpRequest, exc: ValidationError | FieldErrors) -> None:

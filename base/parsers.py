@@ -7,8 +7,8 @@ from typing import IO, Any
 
 from rest_framework import parsers
 
-from portal.errors import FieldErrors
-from portal.untrusted import field_problems, too_deep
+from base.errors import FieldErrors
+from base.untrusted import field_problems, too_deep
 
 
 class JSONParser(parsers.JSONParser):

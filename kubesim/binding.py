@@ -1,4 +1,4 @@
-"""The scheduler: binds pending pods to nodes, best fit on free GPUs.
+"""Pod binding (kube-scheduler's job): binds pending pods to nodes, best fit on free GPUs.
 
 Nodes are indexed by their number of free GPUs, so a pod asking for g GPUs looks at nodes with
 exactly g free first (least fragmentation) and never scans full nodes. Pending pods are retried
@@ -22,8 +22,8 @@ Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 
 
-class Scheduler:
-    """default-scheduler, run from the simulation's tick."""
+class PodBinder:
+    """What `default-scheduler` does for a pod, run from the simulation's tick."""
 
     def __init__(self, api: Api, events: EventRecorder) -> None:
         self.api = api

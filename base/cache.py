@@ -1,28 +1,23 @@
-"""Django's Redis cache, keeping one client per connection pool, without memcached's key check,
-and serving from this process's memory while Redis is away.
-
-Django builds a new `redis.Redis` for every cache call; redis-py 8 copies its ~170 response
-callbacks into each new client, which costs about 0.1 ms of CPU per call, more than the round
-trip. A client over a pool is thread-safe, so one per pool serves every call.
+"""Django's Redis cache, without memcached's key check, serving from this process's memory
+while Redis is away; one redis-py client per pool (base.redis_clients).
 
 Every reader of the cache (the API's throttles, the agents' token and inventory lookups, the
 latest GPU samples) treats it as a cache: a miss is read from the database. So with Redis away
-the calls go to a local-memory cache instead of failing the request (portal.outage): the API
+the calls go to a local-memory cache instead of failing the request (base.outage): the API
 keeps serving, throttles count per process, and Redis is used again once it answers.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import Any
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
-from django.core.cache.backends.redis import RedisCacheClient
 
-from portal.outage import UNREACHABLE, shared
+from base.outage import UNREACHABLE, shared
+from base.redis_clients import reuse_clients
 
 # Entries kept in a process while Redis is away: the hot keys of a few thousand nodes and
 # tokens; LocMemCache's default of 300 would cull them over and over.
@@ -31,26 +26,17 @@ LOCAL_MAX_ENTRIES = 20_000
 Timeout = float | None
 
 
-class _ReusingClient(RedisCacheClient):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        internals: Any = self  # django-stubs leave the client's internals untyped
-        # Django calls `_client(connection_pool=pool)` per cache call: one client per pool.
-        internals._client = functools.cache(internals._client)
-
-
 class RedisCache(DjangoRedisCache):
     def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
         super().__init__(server, params)
-        internals: Any = self
-        internals._class = _ReusingClient
+        reuse_clients(self)
         local: dict[str, Any] = {
             key: params[key] for key in ("TIMEOUT", "KEY_PREFIX", "VERSION") if key in params
         }
         local["OPTIONS"] = {"MAX_ENTRIES": LOCAL_MAX_ENTRIES}
         # Django makes a cache object per thread; the name makes them share one memory, and
         # the location one outage, so the process's threads count and notice alike.
-        location = ",".join(internals._servers)
+        location = server if isinstance(server, str) else ",".join(server)
         self.local = LocMemCache(f"redis-away:{location}", local)
         self.outage = shared(location, "Redis cache", "serving from this process's memory")
 

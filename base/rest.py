@@ -12,8 +12,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import FieldErrors
-from portal.middleware import body_too_big, current_request_context
+from base.errors import FieldErrors
+from base.middleware import body_too_big, current_request_context
 
 log = logging.getLogger(__name__)
 

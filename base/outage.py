@@ -2,7 +2,7 @@
 
 Redis holds nothing the portal cannot do without for a while (cache entries, throttle counts,
 live messages); the database holds the truth. So when a call cannot reach Redis, its adapter
-(portal.cache, portal.channel_layer) serves without it instead of failing the request, skips
+(base.cache, base.channel_layer) serves without it instead of failing the request, skips
 Redis for `RETRY_S`, then tries again: Redis coming back is noticed without a restart.
 """
 
