@@ -641,7 +641,9 @@ def run(bench: Bench) -> dict[str, Any]:
     bench.close()
     for thread in (*clients, sampler, watch):
         thread.join(timeout=60)
-    return figures(bench, submissions, watch, sampler, dict(os.environ))
+    # audit_verify reads the checkpoints the controllers wrote, under the roles' var dir.
+    verify_env = {**os.environ, "PORTAL_VAR_DIR": str(bench.dir / "var")}
+    return figures(bench, submissions, watch, sampler, verify_env)
 
 
 def main() -> None:
