@@ -22,6 +22,7 @@ from audit.checkpoints import (
 from audit.models import GENESIS_HASH, AuditEvent
 from jobs.actions import submit_job
 from jobs.spec import parse_spec
+from tests.audit.test_chain import _verify, _verify_broken
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -40,19 +41,6 @@ def _truncate_to(seq: int) -> None:
         cursor.execute(
             "UPDATE audit_audithead SET seq = %s, hash = %s", [seq, last or GENESIS_HASH]
         )
-
-
-def _verify() -> str:
-    out = StringIO()
-    call_command("audit_verify", stdout=out)
-    return out.getvalue()
-
-
-def _verify_broken() -> tuple[str, str]:
-    out = StringIO()
-    with pytest.raises(CommandError) as caught:
-        call_command("audit_verify", stdout=out)
-    return out.getvalue(), str(caught.value)
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
