@@ -133,7 +133,7 @@ class _FlakyLogs:
         self.calls += 1
         for line in ("one", "two") if self.calls == 1 else ("one", "two", "three", "four"):
             yield line
-            await asyncio.sleep(0.6)  # each line its own piece (FLUSH_S)
+            await asyncio.sleep(0)  # the follower's turn: each line its own piece (FLUSH_LINES)
         if self.calls == 1:
             raise Unavailable("cluster API: connection refused")
 
@@ -146,6 +146,7 @@ def test_a_log_cut_off_by_an_outage_is_read_again_without_gaps_or_repeats(
     job: Job, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("cluster.logs.RETRY_START_S", 0.1)
+    monkeypatch.setattr("cluster.logs.FLUSH_LINES", 1)
     cluster = _FlakyLogs()
     followers = LogFollowers(cluster)
     try:
