@@ -6,7 +6,8 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 - object: names one of team vision's objects; the outsider (carol, of team nlp) gets 404.
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
 - admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
-- public: the login page, the token exchange, the API schema and its docs page (no tenant data).
+- public: the login page, the token exchange, the API schema and its docs page, the language
+  switch (no tenant data).
 
 The agents' endpoint (`/api/v1/agent/samples/`) is no Django route: portal.asgi sends it to
 monitoring/endpoint.py, which takes node tokens only (a signed-in user gets 401, tests/monitoring).
@@ -60,6 +61,7 @@ ROUTES: dict[str, str] = {
     "cluster": "admin",
     "login": "public",
     "logout": "public",
+    "set_language": "public",
     # API
     "api-root": "listing",
     "team-list": "listing",
