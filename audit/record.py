@@ -51,7 +51,7 @@ def _target(target: models.Model | tuple[str, str] | None) -> tuple[str, str]:
     return target._meta.label_lower, str(target.pk)
 
 
-def _head() -> AuditHead:
+def lock_head() -> AuditHead:
     """The chain's head, locked until the transaction ends."""
     head = AuditHead.objects.select_for_update().filter(pk=1).first()
     if head is not None:
@@ -62,7 +62,16 @@ def _head() -> AuditHead:
             AuditHead.objects.create(pk=1)
     except IntegrityError:  # another writer created it first: take our turn after it
         pass
-    return _head()
+    return lock_head()
+
+
+def chain(head: AuditHead, events: Sequence[AuditEvent]) -> None:
+    """Number and hash `events` after `head`, in this order, and move `head` (in memory) past
+    them. The caller holds the head's lock and writes both before it ends."""
+    for event in events:
+        head.seq += 1
+        event.seq, event.prev_hash = head.seq, head.hash
+        event.hash = head.hash = event_hash(event, head.hash)
 
 
 def append(events: Sequence[AuditEvent]) -> None:
@@ -70,17 +79,16 @@ def append(events: Sequence[AuditEvent]) -> None:
     in the caller's transaction: the head stays locked until it ends."""
     if not events:
         return
-    if not connection.in_atomic_block:
-        raise AuditOutsideTransaction(
-            f"audit event {events[0].action!r} written outside a transaction"
-        )
-    head = _head()
-    for event in events:
-        head.seq += 1
-        event.seq, event.prev_hash = head.seq, head.hash
-        event.hash = head.hash = event_hash(event, head.hash)
+    require_transaction(events[0])
+    head = lock_head()
+    chain(head, events)
     AuditEvent.chain.bulk_create(events, batch_size=BATCH_EVENTS)
     head.save(update_fields=["seq", "hash"])
+
+
+def require_transaction(event: AuditEvent) -> None:
+    if not connection.in_atomic_block:
+        raise AuditOutsideTransaction(f"audit event {event.action!r} written outside a transaction")
 
 
 def audit_event(

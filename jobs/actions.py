@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from audit.record import record
+from audit.record import audit_event, record
 from jobs.limits import Limits, read_limits
 from jobs.models import TERMINAL_STATES, Job, JobEvent, State
 from jobs.spec import JobSpec, SpecError, masked_env, node_misfits, parse_spec
 from jobs.states import transition
+from jobs.submission import write_submission
 from quotas.models import GpuType, Queue
 from tenants.models import Team
 
@@ -128,28 +129,27 @@ def _create(
     gpu_type, limit = _quota(team, spec, limits)
     _check_image(team, spec.image)
     _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
+    job = Job(
+        team=team,
+        owner=acting_user,
+        queue=queue,
+        gpu_type=gpu_type,
+        name=spec.name,
+        image=spec.image,
+        command=spec.command,
+        args=spec.args,
+        env=spec.env,
+        gpus_per_node=spec.gpus_per_node,
+        nodes=spec.nodes,
+        cpu=spec.cpu,
+        memory=spec.memory,
+        max_runtime=spec.max_runtime or queue.max_runtime,
+        cloned_from=cloned_from,
+    )
+    event = JobEvent(team=team, job=job, to_state=State.QUEUED, reason=action, actor=acting_user)
+    audit = audit_event(action, actor=acting_user, team=team, after=_audit_view(job))
     with transaction.atomic():
-        job = Job.unscoped.create(
-            team=team,
-            owner=acting_user,
-            queue=queue,
-            gpu_type=gpu_type,
-            name=spec.name,
-            image=spec.image,
-            command=spec.command,
-            args=spec.args,
-            env=spec.env,
-            gpus_per_node=spec.gpus_per_node,
-            nodes=spec.nodes,
-            cpu=spec.cpu,
-            memory=spec.memory,
-            max_runtime=spec.max_runtime or queue.max_runtime,
-            cloned_from=cloned_from,
-        )
-        JobEvent.unscoped.create(
-            team=team, job=job, to_state=State.QUEUED, reason=action, actor=acting_user
-        )
-        record(action, actor=acting_user, team=team, target=job, after=_audit_view(job))
+        write_submission(job, event, audit)
     return job
 
 

@@ -33,6 +33,8 @@ ADAPTERS = {
     "1-5 s in the live fan-out (tests/base/test_adapter_canaries.py)",
     "jobs/limits.py": "a submission's limits in one statement: 0.3 ms of the submitter's CPU "
     "against 4.1-4.5 ms for the ORM's reads (tests/jobs/test_limits.py)",
+    "jobs/submission.py": "a submission's writes in two statements instead of five: the "
+    "submitter's CPU per submission (tests/jobs/test_submission.py)",
 }
 """Module: why it may use internals or send its own SQL. Keep this list short."""
 

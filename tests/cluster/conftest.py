@@ -94,7 +94,7 @@ class Cluster:
         self,
         until: Callable[[], bool],
         *,
-        timeout: float = 30.0,
+        timeout: float = 120.0,
         controller: Controller | None = None,
     ) -> None:
         """Step the controller, its clock moving `STEP_S` a step, until `until()` holds; fail
