@@ -8,7 +8,7 @@ ADMITTED job whose Job object is missing is created again, under the same determ
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -135,7 +135,7 @@ class _Written:
     code: str
     figures: dict[str, object]
     estimated_start: datetime | None
-    at: float  # time.monotonic() of the write
+    at: float  # the controller's clock (`Explanations.clock`) at the write
 
 
 @dataclass
@@ -148,12 +148,13 @@ class Explanations:
     ahead, GPUs free), or a move among the ways of waiting for GPUs, at most every `refresh_s`:
     in a busy queue these change for every job all the time, and a long queue was rewritten
     whole every few seconds (twelve writes per job in the Kueue replay). A new leader starts
-    empty and writes every waiting job once.
+    empty and writes every waiting job once. Intervals are read on `clock`, the controller's.
     """
 
     written: dict[int, _Written] = field(default_factory=dict)
     refresh_s: float = FIGURES_EVERY_S
     estimate_every_s: float = ESTIMATE_EVERY_S
+    clock: Callable[[], float] = time.monotonic
 
     def stale(self, job_id: int, fresh: _Written, now: datetime) -> bool:
         old = self.written.get(job_id)
@@ -180,7 +181,7 @@ class Explanations:
 
 def _pending(decisions: dict[int, Pending], explanations: Explanations, at: datetime) -> None:
     explanations.keep_only(decisions)
-    now = time.monotonic()
+    now = explanations.clock()
     changed, written = [], {}
     for job_id, pending in decisions.items():
         fresh = _Written(

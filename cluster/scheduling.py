@@ -66,7 +66,9 @@ class Scheduling:
         self._paused_until = -math.inf
         self._explained_at, self._explain_gap = -math.inf, 0.0
         self.explanations = Explanations(
-            refresh_s=self.timing.refresh_every_s, estimate_every_s=self.timing.estimate_every_s
+            refresh_s=self.timing.refresh_every_s,
+            estimate_every_s=self.timing.estimate_every_s,
+            clock=self.clock,
         )
         self.queued = QueuedRequests()
         self.policy = PolicyTables(self.timing.policy_every_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import transaction
 
 from cluster.apply import (
     ESTIMATE_EVERY_S,
@@ -13,8 +14,15 @@ from cluster.apply import (
     ESTIMATE_SHARE,
     FIGURES_EVERY_S,
     Explanations,
+    _pending,
     _Written,
 )
+from jobs.actions import submit_job
+from jobs.models import Job
+from jobs.spec import parse_spec
+from scheduler import Pending, Reason, ReasonCode
+from tests.cluster.conftest import SteppedClock
+from tests.conftest import World, spec
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 NOW = START - timedelta(seconds=30)
@@ -105,3 +113,24 @@ def test_jobs_that_stopped_waiting_are_forgotten() -> None:
     explanations = Explanations(written={1: _written(), 2: _written()})
     explanations.keep_only([2, 3])
     assert list(explanations.written) == [2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_reads_its_intervals_on_the_controllers_clock(world: World) -> None:
+    """Figures that changed are written again once `refresh_s` has passed on the clock given,
+    however much real time passes."""
+    job = submit_job(world.vision, parse_spec(spec()), acting_user=world.bob)
+    clock = SteppedClock()
+    explanations = Explanations(refresh_s=10.0, clock=clock)
+
+    def cycle(ahead: int) -> int:
+        reason = Reason(ReasonCode.PRIORITY, {"jobs_ahead": ahead, "gpus": 1})
+        with transaction.atomic():
+            _pending({job.pk: Pending(reason, None, None)}, explanations, NOW)
+        return Job.unscoped.get(pk=job.pk).pending_figures["jobs_ahead"]
+
+    assert cycle(ahead=5) == 5  # never written: written at once
+    clock.advance(9.9)
+    assert cycle(ahead=4) == 5  # figures alone: not before refresh_s on the clock
+    clock.advance(0.1)
+    assert cycle(ahead=3) == 3
