@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.db import models
 
-from tenants.models import Role
+from base.roles import Role
 
 if TYPE_CHECKING:
     from tenants.scoping import AnyUser
@@ -31,13 +31,11 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
 
     def for_user(self, user: AnyUser) -> AuditQuerySet:
         """Admins see everything; leads see their teams' events; everyone else nothing."""
-        from tenants.models import Membership
-
         if not user.is_authenticated:
             return self.none()
         if user.is_staff:
             return self
-        led = Membership.unscoped.filter(user=user, role=Role.LEAD).values("team_id")
+        led = user.memberships.filter(role=Role.LEAD).values("team_id")  # tenants.Membership
         return self.filter(team_id__in=led)
 
 

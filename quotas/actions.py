@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import ProtectedError
+from django.utils.translation import ngettext
 
 from audit.fields import fields_of
 from audit.record import record
@@ -123,20 +125,26 @@ def save_queue(
 
 
 def delete_queue(queue: Queue, *, acting_user: User) -> None:
-    from jobs.models import ACTIVE_STATES, Job
-
-    with transaction.atomic():
-        active = Job.objects.for_team(queue.team).filter(queue=queue, state__in=ACTIVE_STATES)
-        if active.exists():
-            raise ValidationError({"queue": f"{queue.name} still has {active.count()} active jobs"})
-        record(
-            "queue.delete",
-            actor=acting_user,
-            team=queue.team,
-            target=queue,
-            before=fields_of(queue, *QUEUE_FIELDS),
+    """Delete a queue no job refers to. Jobs keep their queue for their history (the foreign
+    key protects it), so a queue that has had jobs is refused with their count."""
+    try:
+        with transaction.atomic():
+            record(
+                "queue.delete",
+                actor=acting_user,
+                team=queue.team,
+                target=queue,
+                before=fields_of(queue, *QUEUE_FIELDS),
+            )
+            queue.delete()
+    except ProtectedError as protected:
+        count = len(protected.protected_objects)
+        message = ngettext(
+            "%(queue)s has %(count)d job (waiting, running or in its history)",
+            "%(queue)s has %(count)d jobs (waiting, running or in their history)",
+            count,
         )
-        queue.delete()
+        raise ValidationError({"queue": message % {"queue": queue.name, "count": count}}) from None
 
 
 def set_member_cap(

@@ -123,8 +123,7 @@ def set_role(membership: Membership, role: str, *, acting_user: User) -> Members
 
 
 def remove_member(membership: Membership, *, acting_user: User) -> None:
-    from quotas.models import MemberCap
-
+    """Remove a member (their GPU cap in the team goes with them: quotas.apps)."""
     with transaction.atomic():
         record(
             "member.remove",
@@ -133,7 +132,6 @@ def remove_member(membership: Membership, *, acting_user: User) -> None:
             target=membership,
             before={"user": membership.user.get_username(), "role": membership.role},
         )
-        MemberCap.objects.for_team(membership.team).filter(user=membership.user).delete()
         membership.delete()
 
 

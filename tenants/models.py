@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from base.roles import Role
 from tenants.images import image_allowed
 from tenants.scoping import TenantOwned
 
@@ -52,11 +53,6 @@ class Team(models.Model):
         """Whether the team's jobs may run this image: any, if the allow-list is empty."""
         allowed = self.allowed_image_prefixes()
         return not allowed or image_allowed(image, allowed)
-
-
-class Role(models.TextChoices):
-    MEMBER = "member", "Member"
-    LEAD = "lead", "Lead"
 
 
 class Membership(TenantOwned):

@@ -26,10 +26,7 @@ STANDALONE_USERS = {"scheduler": set(LAYERS), "kubesim": {"portal"}, "agent": {"
 # Upward imports that are still there, each with what it is waiting for. Remove the line with
 # the import; a line whose import is gone fails `test_every_known_upward_import_is_still_there`.
 KNOWN_UPWARD = {
-    ("audit/models.py", "tenants"): "a lead's read scope of the trail belongs in tenants.access",
-    ("tenants/actions.py", "quotas"): "removing a member drops their GPU cap (quotas.MemberCap)",
     ("tenants/api.py", "quotas"): "the member endpoint sets the GPU cap: belongs above quotas",
-    ("quotas/actions.py", "jobs"): "a queue with active jobs cannot be deleted",
 }
 
 # The Kubernetes client is reached through one adapter; inventory parses Node quantities

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from audit.models import AuditEvent
+from jobs.models import Job, State
 from quotas.models import MemberCap, Queue, Quota
 from tests.conftest import World, api_as
 
@@ -90,13 +92,26 @@ def test_lead_manages_queues_and_members_cannot(world: World) -> None:
     assert not Queue.objects.for_team(world.vision).filter(name="night").exists()
 
 
-def test_a_queue_with_active_jobs_cannot_be_deleted(world: World) -> None:
+@pytest.mark.parametrize("ended", [False, True], ids=["waiting", "finished"])
+def test_a_queue_with_jobs_cannot_be_deleted(world: World, ended: bool) -> None:
     from tests.conftest import spec
 
-    api_as(world.bob).post("/api/v1/jobs/", spec(), format="json")
+    job = api_as(world.bob).post("/api/v1/jobs/", spec(), format="json").json()
+    if ended:  # a finished job keeps its queue for its history
+        Job.unscoped.filter(pk=job["id"]).update(state=State.SUCCEEDED)
     response = api_as(world.alice).delete(f"/api/v1/queues/{world.vision_normal.pk}/")
     assert response.status_code == 400
-    assert response.json() == {"queue": ["normal still has 1 active jobs"]}
+    assert response.json() == {"queue": ["normal has 1 job (waiting, running or in its history)"]}
+    assert Queue.objects.for_team(world.vision).filter(name="normal").exists()
+    assert not AuditEvent.chain.filter(action="queue.delete").exists()
+
+
+def test_a_removed_member_loses_their_cap(world: World) -> None:
+    MemberCap.objects.create(team=world.vision, user=world.bob, max_gpus=4)
+    MemberCap.objects.create(team=world.nlp, user=world.bob, max_gpus=2)
+    assert api_as(world.alice).delete("/api/v1/teams/vision/members/bob/").status_code == 204
+    assert not MemberCap.objects.for_team(world.vision).filter(user=world.bob).exists()
+    assert MemberCap.objects.for_team(world.nlp).get(user=world.bob).max_gpus == 2  # not nlp's
 
 
 def test_lead_sets_a_member_cap(world: World) -> None:
