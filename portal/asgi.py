@@ -1,5 +1,5 @@
 """ASGI entry point: HTTP through Django (but agents' posts), websockets through Channels with
-session auth."""
+session auth or a personal API token (tenants/ws_auth.py)."""
 
 import gc
 import os
@@ -16,6 +16,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from monitoring import endpoint  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
+from tenants.ws_auth import TokenWebsocketAuth  # noqa: E402
 
 
 async def http(scope: Any, receive: Any, send: Any) -> None:
@@ -30,7 +31,7 @@ application = ProtocolTypeRouter(
     {
         "http": http,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(TokenWebsocketAuth(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -15,12 +15,14 @@ monitoring/endpoint.py, which takes node tokens only (a signed-in user gets 401,
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
 from jobs.actions import submit_job
 from jobs.spec import parse_spec
@@ -297,3 +299,43 @@ async def test_websockets_refuse_outsiders_and_anonymous(world: World) -> None:
         assert (await _connect(path, None))[0] is False, path
         assert (await _connect(path, world.bob))[0] is (WEBSOCKETS[route] == "object"), path
         assert (await _connect(path, world.admin))[0] is True, path
+
+
+async def _connect_with_token(path: str, raw: str) -> bool:
+    communicator = WebsocketCommunicator(
+        application,
+        path,
+        headers=[(b"origin", b"http://testserver"), (b"authorization", f"Bearer {raw}".encode())],
+    )
+    connected, _code = await communicator.connect()
+    await communicator.disconnect()
+    return connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websockets_with_a_token_see_what_its_user_sees(world: World) -> None:
+    from channels.db import database_sync_to_async
+
+    job = await database_sync_to_async(submit_job)(
+        world.vision, parse_spec(spec(name=MARKER)), acting_user=world.bob
+    )
+    tokens = {
+        user.username: (await database_sync_to_async(issue_token)(user, "ws"))[1]
+        for user in (world.bob, world.carol, world.admin)
+    }
+    expired = (
+        await database_sync_to_async(issue_token)(
+            world.bob, "old", expires_at=timezone.now() - timedelta(seconds=1)
+        )
+    )[1]
+    paths = {
+        "ws/jobs/<int:job_id>/": f"/ws/jobs/{job.pk}/",
+        "ws/teams/<slug:team_slug>/": "/ws/teams/vision/",
+        "ws/cluster/": "/ws/cluster/",
+    }
+    for route, path in paths.items():
+        assert await _connect_with_token(path, tokens["carol"]) is False, path
+        assert await _connect_with_token(path, "gpp_nope_nope") is False, path
+        assert await _connect_with_token(path, expired) is False, path
+        assert await _connect_with_token(path, tokens["bob"]) is (WEBSOCKETS[route] == "object")
+        assert await _connect_with_token(path, tokens["admin"]) is True, path

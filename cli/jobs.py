@@ -1,0 +1,259 @@
+"""`gpuctl submit`, `ls`, `get`, `why`, `cancel` and `clone`."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import click
+import yaml
+
+from cli.api import session
+from cli.errors import INVALID, CliError
+from cli.i18n import _
+from cli.output import emit, output_option, pairs, table, when
+
+MAX_PAGE = 500
+
+
+def _gpus(job: dict[str, Any]) -> str:
+    if job["nodes"] > 1:
+        return f"{job['nodes']}×{job['gpus_per_node']} {job['gpu_type']}"
+    return f"{job['gpus_per_node']} {job['gpu_type']}"
+
+
+def _waiting(job: dict[str, Any]) -> str:
+    reason = job.get("reason")
+    return reason["message"] if reason else job.get("state_reason") or ""
+
+
+def _jobs_table(jobs: list[dict[str, Any]]) -> str:
+    headers = ["ID", "NAME", "TEAM", "OWNER", "STATE", "GPUS", "QUEUE", "SUBMITTED", "REASON"]
+    rows = [
+        [
+            j["id"],
+            j["name"],
+            j["team"],
+            j["owner"],
+            j["state"],
+            _gpus(j),
+            j["queue"],
+            when(j["submitted_at"]),
+            _waiting(j),
+        ]
+        for j in jobs
+    ]
+    return table(headers, rows)
+
+
+def _job_table(job: dict[str, Any]) -> str:
+    estimate = job.get("estimated_start") or {}
+    items = [
+        (_("id"), job["id"]),
+        (_("name"), job["name"]),
+        (_("team"), job["team"]),
+        (_("owner"), job["owner"]),
+        (_("queue"), job["queue"]),
+        (_("state"), job["state"]),
+        (_("reason"), _waiting(job)),
+        (_("estimated start"), when(estimate.get("earliest"))),
+        (_("image"), job["image"]),
+        (_("command"), " ".join([*job.get("command", []), *job.get("args", [])])),
+        (_("gpus"), _gpus(job)),
+        (_("cpu / memory"), f"{job['cpu']} / {job['memory']}"),
+        (_("max runtime"), f"{job['max_runtime']} s"),
+        (_("placement"), ", ".join(f"{n}: {g}" for n, g in (job["placement"] or {}).items())),
+        (_("submitted"), when(job["submitted_at"])),
+        (_("started"), when(job["started_at"])),
+        (_("finished"), when(job["finished_at"])),
+        (_("exit code"), job["exit_code"]),
+        (_("cloned from"), job["cloned_from"]),
+    ]
+    text = pairs(items)
+    events = job.get("events") or []
+    if events:
+        rows = [[when(e["at"]), e["from_state"], e["to_state"], e["reason"]] for e in events]
+        text += "\n\n" + table([_("AT"), _("FROM"), _("TO"), _("REASON")], rows)
+    return text
+
+
+def _submitted(job: dict[str, Any]) -> str:
+    return _("job %(id)s %(name)s submitted: %(state)s") % job
+
+
+def _read_spec(file: TextIO) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(file)
+    except yaml.YAMLError as exc:
+        message = _("%(file)s: not YAML: %(error)s") % {"file": file.name, "error": exc}
+        raise CliError(message, INVALID) from exc
+    if not isinstance(data, dict):
+        message = _("%(file)s: a job spec is a mapping of fields") % {"file": file.name}
+        raise CliError(message, INVALID)
+    return data
+
+
+@click.command()
+@click.argument("spec", type=click.File("r"))
+@output_option
+def submit(spec: TextIO, output: str) -> None:
+    """Submit a job spec in YAML (the same fields as the API and the web form); `-` reads
+    stdin. Each problem is printed as `field: message` (exit code 4).
+
+    \b
+    Example job.yaml:
+      name: train-resnet
+      team: vision            # optional if you are in one team
+      queue: normal           # optional
+      image: registry.example/vision/train:1.0
+      command: [python, train.py]
+      gpu_type: h100-80g
+      gpus_per_node: 2
+      nodes: 1
+    \b
+    Examples:
+      gpuctl submit job.yaml
+      gpuctl submit - -o json < job.yaml | jq .id
+    """
+    job = session().post("jobs/", _read_spec(spec))
+    emit(job, output, _submitted)
+
+
+@click.command("ls")
+@click.option("--state", help=_("Comma-separated states, e.g. queued,running."))
+@click.option("--team", help=_("Only this team's jobs (its slug)."))
+@click.option("--mine", is_flag=True, help=_("Only my jobs."))
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=50,
+    show_default=True,
+    help=_("The newest this many."),
+)
+@output_option
+def list_jobs(state: str | None, team: str | None, mine: bool, limit: int, output: str) -> None:
+    """List the jobs you can see, newest first.
+
+    \b
+    Examples:
+      gpuctl ls
+      gpuctl ls --mine --state queued,running
+      gpuctl ls --team vision -o json
+    """
+    page = session().get(
+        "jobs/", state=state, team=team, mine="1" if mine else None, page_size=limit
+    )
+    jobs = page["results"]
+    emit(jobs, output, _jobs_table)
+    if output == "table" and page["count"] > len(jobs):
+        click.echo(
+            _("(%(shown)s of %(count)s jobs; --limit shows more)")
+            % {"shown": len(jobs), "count": page["count"]},
+            err=True,
+        )
+
+
+@click.command()
+@click.argument("job", type=int)
+@output_option
+def get(job: int, output: str) -> None:
+    """Show one job: its spec, state, placement and state changes.
+
+    \b
+    Examples:
+      gpuctl get 42
+      gpuctl get 42 -o yaml
+    """
+    emit(session().get(f"jobs/{job}/"), output, _job_table)
+
+
+def explanation(job: dict[str, Any]) -> dict[str, Any]:
+    """Why a job waits, where it stands and when it should start, from the job's API answer."""
+    reason = job.get("reason") or {}
+    estimate = job.get("estimated_start") or {}
+    return {
+        "job": job["id"],
+        "state": job["state"],
+        "reason": reason.get("code"),
+        "message": reason.get("message") or job.get("state_reason") or None,
+        "jobs_ahead": (reason.get("figures") or {}).get("jobs_ahead"),
+        "figures": reason.get("figures") or {},
+        "estimated_start": estimate.get("earliest"),
+        "estimated_start_latest": estimate.get("latest"),
+    }
+
+
+def _why_table(why: dict[str, Any]) -> str:
+    if why["reason"] is None:
+        return _("job %(job)s is %(state)s: not waiting for anything.") % why
+    figures = ", ".join(f"{k}={v}" for k, v in why["figures"].items())
+    return pairs(
+        [
+            (_("job"), why["job"]),
+            (_("state"), why["state"]),
+            (_("reason"), f"{why['reason']}: {why['message']}"),
+            (_("figures"), figures),
+            (_("jobs ahead"), why["jobs_ahead"]),
+            (_("estimated start"), when(why["estimated_start"])),
+            (_("at the latest"), when(why["estimated_start_latest"])),
+        ]
+    )
+
+
+@click.command()
+@click.argument("job", type=int)
+@output_option
+def why(job: int, output: str) -> None:
+    """Why a job is waiting, how many jobs are ahead of it, and when it should start.
+
+    \b
+    Examples:
+      gpuctl why 42
+      gpuctl why 42 -o json | jq .estimated_start
+    """
+    emit(explanation(session().get(f"jobs/{job}/")), output, _why_table)
+
+
+@click.command()
+@click.argument("jobs", type=int, nargs=-1, required=True)
+@output_option
+def cancel(jobs: tuple[int, ...], output: str) -> None:
+    """Cancel one or more jobs. Each is tried; the exit code is the first failure's.
+
+    \b
+    Examples:
+      gpuctl cancel 42
+      gpuctl cancel 42 43 44
+    """
+    api = session()
+    done, failed = [], []
+    for number in jobs:
+        try:
+            done.append(api.post(f"jobs/{number}/cancel/"))
+        except CliError as exc:
+            click.echo(_("job %(id)s: %(error)s") % {"id": number, "error": exc}, err=True)
+            failed.append(exc)
+    emit(done, output, lambda rows: "\n".join(_("job %(id)s: %(state)s") % r for r in rows))
+    if failed:
+        raise CliError(
+            _("%(n)s of %(total)s not cancelled.") % {"n": len(failed), "total": len(jobs)},
+            failed[0].exit_code,
+        )
+
+
+@click.command()
+@click.argument("job", type=int)
+@click.option("--name", help=_("A new name for the copy (default: the same)."))
+@output_option
+def clone(job: int, name: str | None, output: str) -> None:
+    """Submit a copy of a job's spec.
+
+    \b
+    Examples:
+      gpuctl clone 42
+      gpuctl clone 42 --name train-resnet-2
+    """
+    body = {"name": name} if name else {}
+    emit(session().post(f"jobs/{job}/clone/", body), output, _submitted)
+
+
+COMMANDS = (submit, list_jobs, get, why, cancel, clone)
