@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint typecheck pytest bench
+.PHONY: demo test lint typecheck pytest bench messages
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,13 @@ pytest: $(VENV)/.dev
 	$(PY) -m pytest
 
 test: lint typecheck pytest
+
+# For maintainers, after changing user-facing text: needs gettext's tools (xgettext, msgfmt).
+# The compiled catalogs are committed, so `make test` and `make demo` need no gettext tools.
+# gpuctl (cli/) keeps its own catalogue; agent and kubesim have no translated text.
+MESSAGES_IGNORE := --ignore=.venv --ignore=var --ignore=tests --ignore=bench --ignore=docs \
+	--ignore=deploy --ignore=cli --ignore=agent --ignore=kubesim --ignore=static/vendor
+messages: $(VENV)/.runtime
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete $(MESSAGES_IGNORE)
+	$(PY) manage.py makemessages -d djangojs -l zh_Hans --no-obsolete $(MESSAGES_IGNORE)
+	$(PY) manage.py compilemessages -l zh_Hans $(MESSAGES_IGNORE)

@@ -3,15 +3,15 @@
 // last 15 minutes, or the whole history on request.
 
 import uPlot from "../vendor/uplot/uPlot.esm.js";
-import { el } from "./socket.js";
+import { el, gettext } from "./socket.js";
 
 const LIVE_WINDOW_S = 15 * 60;
 const MAX_POINTS_PER_GPU = 20000;
 const METRICS = [
-  { key: "util", title: "Utilisation", unit: "%", range: [0, 100] },
-  { key: "fb_used", title: "Memory used", unit: "MiB" },
-  { key: "temp", title: "Temperature", unit: "°C" },
-  { key: "power", title: "Power", unit: "W" },
+  { key: "util", title: gettext("Utilisation"), unit: "%", range: [0, 100] },
+  { key: "fb_used", title: gettext("Memory used"), unit: "MiB" },
+  { key: "temp", title: gettext("Temperature"), unit: "°C" },
+  { key: "power", title: gettext("Power"), unit: "W" },
 ];
 const COLOURS = ["#2f6fde", "#1f8a4c", "#c53030", "#b7791f", "#6b46c1", "#0f766e", "#be185d", "#4a5568"];
 
@@ -125,7 +125,7 @@ export class GpuCharts {
     this.container.replaceChildren();
     const names = [...this.series.keys()];
     if (!names.length) {
-      this.container.append(el("p", { class: "muted" }, "No GPU samples yet."));
+      this.container.append(el("p", { class: "muted" }, gettext("No GPU samples yet.")));
       this.plots = [];
       return;
     }

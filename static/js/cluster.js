@@ -1,6 +1,6 @@
 // The admins' heatmap: every GPU's utilisation, live over /ws/cluster/; Xids as they happen.
 
-import { el, liveSocket, showState } from "./socket.js";
+import { el, gettext, interpolate, liveSocket, showState } from "./socket.js";
 
 const SILENT_AFTER_S = 60; // no sample for this long: the agent or the node is in trouble
 const table = document.getElementById("heatmap");
@@ -20,13 +20,13 @@ function update(node, gpu) {
   td.style.setProperty("--util", gpu.util ?? 0);
   td.querySelector(".util").textContent = gpu.util === null ? "–" : `${Math.round(gpu.util)}%`;
   td.querySelector(".sub").textContent = gpu.temp === null ? "" : `${Math.round(gpu.temp)}°C`;
-  td.title = `${node}/gpu${gpu.index}${gpu.job_id ? ` · job #${gpu.job_id}` : ""} · ${Math.round(gpu.power ?? 0)} W`;
+  td.title = `${node}/gpu${gpu.index}${gpu.job_id ? ` · ${interpolate(gettext("job #%(id)s"), { id: gpu.job_id }, true)}` : ""} · ${Math.round(gpu.power ?? 0)} W`;
 }
 
 function xid(m) {
   if (xids.querySelector(".muted")) xids.replaceChildren();
   const at = new Date(m.at * 1000).toLocaleTimeString();
-  xids.prepend(el("li", { class: m.fatal ? "error" : "" }, `${at} ${m.node}/gpu${m.index}: Xid ${m.xid}${m.fatal ? " (fatal: GPU out of service)" : ""}`));
+  xids.prepend(el("li", { class: m.fatal ? "error" : "" }, `${at} ${m.node}/gpu${m.index}: Xid ${m.xid}${m.fatal ? ` (${gettext("fatal: GPU out of service")})` : ""}`));
   if (m.fatal) cell(m.node, m.index)?.classList.add("faulty");
 }
 

@@ -2,7 +2,7 @@
 
 import { GpuCharts } from "./charts.js";
 import { LogPane } from "./logpane.js";
-import { liveSocket, showState } from "./socket.js";
+import { gettext, interpolate, liveSocket, showState } from "./socket.js";
 
 const root = document.querySelector("[data-job-live]");
 const jobId = root.dataset.jobLive;
@@ -21,7 +21,18 @@ async function loadHistory() {
   const totals = root.querySelector("[data-totals]");
   if (data.totals && totals) {
     const t = data.totals;
-    totals.textContent = `average ${t.util_average} % · peak ${t.util_peak} % · peak memory ${Math.round(t.fb_used_peak)} MiB · ${(t.energy_joules / 3.6e6).toFixed(3)} kWh · ${t.gpu_hours} GPU-hours`;
+    const values = {
+      average: t.util_average,
+      peak: t.util_peak,
+      memory: Math.round(t.fb_used_peak),
+      energy: (t.energy_joules / 3.6e6).toFixed(3),
+      hours: t.gpu_hours,
+    };
+    totals.textContent = interpolate(
+      gettext("average %(average)s % · peak %(peak)s % · peak memory %(memory)s MiB · %(energy)s kWh · %(hours)s GPU-hours"),
+      values,
+      true,
+    );
   }
 }
 

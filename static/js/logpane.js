@@ -1,7 +1,7 @@
 // The live log pane: follows new lines, pauses (keeping what arrives), searches, and remembers
 // the last chunk it showed so a reconnect resumes right after it.
 
-import { el } from "./socket.js";
+import { el, gettext, interpolate, ngettext } from "./socket.js";
 
 const MAX_LINES_SHOWN = 5000; // older lines leave the page; the download has them all
 
@@ -28,7 +28,8 @@ export class LogPane {
     const lines = message.lines.map((text, i) => ({ pod: message.pod, number: message.first_line + i, text }));
     if (this.paused) {
       this.held.push(...lines);
-      this.note.textContent = `paused · ${this.held.length} new lines waiting`;
+      const waiting = ngettext("paused · %(count)s new line waiting", "paused · %(count)s new lines waiting", this.held.length);
+      this.note.textContent = interpolate(waiting, { count: this.held.length }, true);
       return;
     }
     this.show(lines);
@@ -47,14 +48,17 @@ export class LogPane {
       this.output.firstElementChild.remove();
       this.trimmed += 1;
     }
-    if (this.trimmed) this.note.textContent = `${this.trimmed} earlier lines are in the download`;
+    if (this.trimmed) {
+      const note = ngettext("%(count)s earlier line is in the download", "%(count)s earlier lines are in the download", this.trimmed);
+      this.note.textContent = interpolate(note, { count: this.trimmed }, true);
+    }
     if (this.follow.checked) this.output.scrollTop = this.output.scrollHeight;
   }
 
   togglePause() {
     const pausing = !this.paused;
     this.pause.setAttribute("aria-pressed", String(pausing));
-    this.pause.textContent = pausing ? "Resume" : "Pause";
+    this.pause.textContent = pausing ? gettext("Resume") : gettext("Pause");
     if (!pausing) {
       const held = this.held;
       this.held = [];

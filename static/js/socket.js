@@ -6,6 +6,20 @@ const REFUSED = new Set([4401, 4403, 4404]);
 const FIRST_DELAY_MS = 1000;
 const MAX_DELAY_MS = 30000;
 
+// Django's JavaScript catalog, when the page loaded it, defines these globals in the user's
+// language; without it the English text stands.
+export const gettext = globalThis.gettext ?? ((text) => text);
+export const ngettext = globalThis.ngettext ?? ((singular, plural, count) => (count === 1 ? singular : plural));
+export const interpolate =
+  globalThis.interpolate ?? ((format, values) => format.replace(/%\((\w+)\)s/g, (match, name) => String(values[name])));
+
+const STATE_LABELS = {
+  connecting: () => gettext("connecting"),
+  live: () => gettext("live"),
+  refused: () => gettext("refused"),
+  reconnecting: (seconds) => interpolate(gettext("reconnecting in %(seconds)s s"), { seconds }, true),
+};
+
 export function liveSocket(path, { onMessage, onOpen = () => {}, onState = () => {}, query = () => ({}) }) {
   let delay = FIRST_DELAY_MS;
   let socket = null;
@@ -39,7 +53,7 @@ export function liveSocket(path, { onMessage, onOpen = () => {}, onState = () =>
       // Jitter, so a restarted server is not hit by every browser in the same instant.
       const wait = delay * (0.8 + Math.random() * 0.4);
       delay = Math.min(MAX_DELAY_MS, delay * 2);
-      onState(`reconnecting in ${Math.round(wait / 1000)} s`);
+      onState("reconnecting", Math.round(wait / 1000));
       setTimeout(open, wait);
     };
   }
@@ -54,10 +68,10 @@ export function liveSocket(path, { onMessage, onOpen = () => {}, onState = () =>
 }
 
 export function showState(element) {
-  return (state) => {
+  return (state, detail) => {
     if (!element) return;
-    element.textContent = state;
-    element.dataset.state = state.split(" ")[0];
+    element.textContent = STATE_LABELS[state](detail);
+    element.dataset.state = state;
   };
 }
 

@@ -1,15 +1,17 @@
 // A team's live job list and GPUs against quota, over /ws/teams/<slug>/. Used on the team page
 // and, once per team, on the dashboard. A (re)connect reloads the snapshot, then applies changes.
 
-import { el, liveSocket, showState } from "./socket.js";
+import { el, gettext, interpolate, liveSocket, showState } from "./socket.js";
 
 const ACTIVE = new Set(["QUEUED", "ADMITTED", "RUNNING", "PREEMPTED", "NODE_FAILED"]);
 
 function when(iso) {
   if (!iso) return "";
   const minutes = Math.round((new Date(iso) - Date.now()) / 60000);
-  if (minutes <= 0) return " · starting soon";
-  return minutes < 90 ? ` · ~${minutes} min` : ` · ~${Math.round(minutes / 60)} h`;
+  if (minutes <= 0) return ` · ${gettext("starting soon")}`;
+  return minutes < 90
+    ? ` · ${interpolate(gettext("~%(minutes)s min"), { minutes }, true)}`
+    : ` · ${interpolate(gettext("~%(hours)s h"), { hours: Math.round(minutes / 60) }, true)}`;
 }
 
 // Within a team, waiting jobs go by queue priority, then submission time (DESIGN.md 5).
@@ -63,7 +65,7 @@ class TeamLive {
         el("td", {}, j.state === "QUEUED" ? `${j.pending_message || j.pending_code}${when(j.estimated_start)}` : j.reason),
       ),
     );
-    this.jobsBody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "7", class: "muted" }, "No active jobs."))]));
+    this.jobsBody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "7", class: "muted" }, gettext("No active jobs.")))]));
   }
 
   renderUsage(rows) {
