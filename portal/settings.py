@@ -30,6 +30,8 @@ SECRET_KEY = env_secret("SECRET_KEY", DEMO_SECRET_KEY)
 # The audit chain is keyed with a secret kept outside the database, so whoever can write the
 # database still cannot forge a valid chain.
 AUDIT_KEY = env_secret("AUDIT_KEY", DEMO_AUDIT_KEY)
+# Bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
 if PRODUCTION:
     for name, value, demo in (
         ("SECRET_KEY", SECRET_KEY, DEMO_SECRET_KEY),

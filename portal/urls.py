@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
@@ -10,6 +11,7 @@ from audit.api import AuditViewSet
 from cluster.api import NodeViewSet
 from jobs.api import JobViewSet
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
+from monitoring.metrics import metrics_view
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
@@ -49,5 +51,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the header's switcher
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),  # the pages' scripts
+    path("metrics", metrics_view, name="metrics"),  # Prometheus, with METRICS_TOKEN
     path("", include("portal.pages")),
 ]

@@ -7,7 +7,8 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
 - admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
 - public: the login page, the token exchange, the API schema and its docs page, the language
-  switch (no tenant data).
+  switch and the scripts' translations (no tenant data).
+- scrape: Prometheus' /metrics, for the holder of METRICS_TOKEN only (no session opens it).
 
 The agents' endpoint (`/api/v1/agent/samples/`) is no Django route: portal.asgi sends it to
 monitoring/endpoint.py, which takes node tokens only (a signed-in user gets 401, tests/monitoring).
@@ -64,6 +65,8 @@ ROUTES: dict[str, str] = {
     "login": "public",
     "logout": "public",
     "set_language": "public",
+    "javascript-catalog": "public",
+    "metrics": "scrape",
     # API
     "api-root": "listing",
     "team-list": "listing",
@@ -246,7 +249,7 @@ def test_anonymous_is_refused_everywhere_but_public_routes(
 ) -> None:
     anonymous = Client()
     for route, name, _ in routes():
-        if ROUTES[name] == "public":
+        if ROUTES[name] in ("public", "scrape"):
             continue
         url = _url(_regex_route(route), vision_objects)
         response = anonymous.get(url)
@@ -254,6 +257,21 @@ def test_anonymous_is_refused_everywhere_but_public_routes(
             assert response.status_code == 401, (url, response.status_code)
         else:
             assert response.status_code == 302 and "login" in response["Location"], url
+
+
+@pytest.mark.django_db
+def test_scrape_routes_open_to_the_token_only(world: World, settings: Any) -> None:
+    settings.METRICS_TOKEN = "scrape-token-0123456789"
+    scraped = [name for _, name, _ in routes() if ROUTES[name] == "scrape"]
+    assert scraped == ["metrics"]
+    admin = Client()
+    admin.force_login(world.admin)
+    for client in (Client(), admin):
+        assert client.get("/metrics").status_code == 401
+    authorised = Client().get(
+        "/metrics", headers={"Authorization": f"Bearer {settings.METRICS_TOKEN}"}
+    )
+    assert authorised.status_code == 200
 
 
 async def _connect(path: str, user: Any) -> tuple[bool, int | None]:
