@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import uuid
 from collections import deque
 from typing import Any
 
@@ -31,10 +32,21 @@ class Backoff:
 
 
 class Outbox:
-    """Samples and Xid events not yet accepted by the portal."""
+    """Samples and Xid events not yet accepted by the portal.
 
-    def __init__(self, node: str, interval: float, max_batches: int) -> None:
+    Every post has an identity: the node, this agent's start (`boot`) and a sequence number.
+    A post whose answer did not come is sent again as it was, under the same identity, before
+    anything newer, so the portal, which keeps the last number it stored of each start, can tell
+    a resend from a new batch and count it once.
+    """
+
+    def __init__(
+        self, node: str, interval: float, max_batches: int, boot: str | None = None
+    ) -> None:
         self.node, self.interval = node, interval
+        self.boot = boot or uuid.uuid4().hex
+        self._posts = 0
+        self._unanswered: tuple[dict[str, Any], tuple[int, int]] | None = None
         # Entries carry a sequence number, so what was sent is forgotten exactly, even when
         # the full deque dropped its oldest entries while the post was on its way.
         self._samples: deque[tuple[int, list[dict[str, Any]]]] = deque(maxlen=max_batches)
@@ -57,7 +69,7 @@ class Outbox:
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._samples) + len(self._xids)
+            return len(self._samples) + len(self._xids) + (self._unanswered is not None)
 
     def send(self, transport: Transport) -> int:
         """Send what waits, oldest first, until empty; return the GPU samples delivered."""
@@ -76,8 +88,11 @@ class Outbox:
             delivered += len(batch["gpus"])
 
     def _next_post(self) -> tuple[dict[str, Any], tuple[int, int]]:
-        """The oldest waiting samples (up to a post's worth), every waiting Xid, and the last
-        sequence number taken of each (0 for none)."""
+        """The post last sent without an answer, or a new one: the oldest waiting samples (up
+        to a post's worth), every waiting Xid, and the last sequence number taken of each (0
+        for none)."""
+        if self._unanswered is not None:
+            return self._unanswered
         with self._lock:
             xids = [event for _, event in self._xids]
             last_xid = self._xids[-1][0] if self._xids else 0
@@ -88,10 +103,22 @@ class Outbox:
                     break
                 gpus += sample
                 last_sample = seq
-        body = {"node": self.node, "interval": self.interval, "gpus": gpus, "xids": xids}
-        return body, (last_sample, last_xid)
+        if (last_sample, last_xid) == (0, 0):
+            return {}, (0, 0)
+        self._posts += 1
+        body = {
+            "node": self.node,
+            "boot": self.boot,
+            "seq": self._posts,
+            "interval": self.interval,
+            "gpus": gpus,
+            "xids": xids,
+        }
+        self._unanswered = (body, (last_sample, last_xid))
+        return self._unanswered
 
     def _forget(self, last_seq: tuple[int, int]) -> None:
+        self._unanswered = None
         last_sample, last_xid = last_seq
         with self._lock:
             while self._samples and self._samples[0][0] <= last_sample:

@@ -6,7 +6,7 @@ back to QUEUED (NODE_FAILED may also end in FAILED when no retries are left).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -59,6 +59,20 @@ class IllegalTransition(ValueError):
     """The state machine does not allow this move."""
 
 
+MoveListener = Callable[[Sequence[JobEvent]], None]
+_listeners: list[MoveListener] = []
+
+
+def on_flush(listener: MoveListener) -> None:
+    """Have `listener` write, with every flush of moves and in its transaction, what follows
+    from them (`billing` opens and closes usage segments): apps above `jobs` hear of a job's
+    moves without `jobs` importing them. It gets the flush's JobEvents, oldest first, each
+    `at` its move's time, before they are inserted; their job objects are as the last move
+    left them. It must write in bulk, as the flush does: a flush may hold hundreds of moves."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
 class Moves:
     """A unit of work: job changes, their JobEvents and audit events, held until `flush()`.
 
@@ -106,6 +120,8 @@ class Moves:
             by_fields.setdefault(tuple(sorted(self._fields[job_id])), []).append(job)
         for fields, jobs in by_fields.items():
             update_rows(jobs, fields)
+        for listener in _listeners:  # before the insert, whose auto_now_add rewrites `at`
+            listener(self._events)
         JobEvent.unscoped.bulk_create(self._events, batch_size=BATCH_EVENTS)
         append(self._audit)
         publish_statuses(

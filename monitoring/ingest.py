@@ -198,7 +198,12 @@ def _fan_out(node: str, batch: Batch, owners: dict[int, JobRef]) -> list[tuple[s
 def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None) -> list[Outgoing]:
     """Roll the batches up in one transaction, keep their newest readings hot, store their
     Xids; return each batch's messages to fan out, which the caller sends once this returns
-    (committed). `reads`: what the caller read of the cache already (see `node_keys`)."""
+    (committed). `reads`: what the caller read of the cache already (see `node_keys`).
+
+    A batch already stored (a resend whose first answer was lost: same node, agent start and
+    sequence number) is stored no further and fans nothing out."""
+    if _repeated_starts(batches):  # a resend with its original: one after the other
+        return [out for a in batches for out in ingest_batches([a], reads)]
     wanted: dict[int, set[int]] = defaultdict(set)
     for a in batches:
         wanted[a.node_id].update(g["index"] for g in a.batch.gpus)
@@ -212,20 +217,59 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
         batches, batch_owners([(a.node, a.batch.gpus) for a in batches], reads), reads
     )
     previous = hot.of_nodes(wanted, reads)
-    acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
-    for a, owned in zip(batches, owners, strict=True):
-        acc.add_batch(a.node_id, a.batch, owned)
-    with transaction.atomic() if any(a.batch.xids for a in batches) else nullcontext():
+    acc = _fold(batches, owners, previous)
+    identified = any(a.batch.seq is not None for a in batches)
+    with (
+        transaction.atomic() if identified or any(a.batch.xids for a in batches) else nullcontext()
+    ):
+        fresh = _claim(batches)
+        if not all(fresh):
+            batches = [a for a, new in zip(batches, fresh, strict=True) if new]
+            owners = [owned for owned, new in zip(owners, fresh, strict=True) if new]
+            acc = _fold(batches, owners, previous)
         rollups.add(_minute_rows(acc, ids), _job_rows(acc))  # alone: atomic by itself
         xids = [store_xids(a.node_id, a.node, ids[a.node_id], a.batch.xids) for a in batches]
     try:
         hot.store(_hot_samples(batches, owners, acc, previous))
     except Exception:  # committed: an error now would have the agents post it all again
         log.exception("keeping the newest samples of %s batches failed", len(batches))
-    return [
-        [*(_fan_out(a.node, a.batch, owned) if a.batch.gpus else []), *messages]
-        for a, owned, messages in zip(batches, owners, xids, strict=True)
+    stored = iter(
+        [
+            [*(_fan_out(a.node, a.batch, owned) if a.batch.gpus else []), *messages]
+            for a, owned, messages in zip(batches, owners, xids, strict=True)
+        ]
+    )
+    return [next(stored) if new else [] for new in fresh]
+
+
+def _fold(
+    batches: Sequence[Accepted], owners: list[dict[int, JobRef]], previous: dict[int, hot.Samples]
+) -> _Accumulator:
+    acc = _Accumulator({(n, i): s for n, samples in previous.items() for i, s in samples.items()})
+    for a, owned in zip(batches, owners, strict=True):
+        acc.add_batch(a.node_id, a.batch, owned)
+    return acc
+
+
+def _start(a: Accepted) -> tuple[int, str] | None:
+    """The agent start that sent the batch, when it says (see `validation.Batch.boot`)."""
+    return (a.node_id, a.batch.boot) if a.batch.boot is not None else None
+
+
+def _repeated_starts(batches: Sequence[Accepted]) -> bool:
+    starts = [start for a in batches if (start := _start(a)) is not None]
+    return len(starts) != len(set(starts))
+
+
+def _claim(batches: Sequence[Accepted]) -> list[bool]:
+    """Whether each batch is new (to store); a batch without an identity always is."""
+    identities = [
+        (a.node_id, a.batch.boot, a.batch.seq)
+        for a in batches
+        if a.batch.boot is not None and a.batch.seq is not None
     ]
+    new = rollups.claim(identities)
+    return [(start := _start(a)) is None or start in new for a in batches]
 
 
 def _placed_on_poster(

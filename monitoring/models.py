@@ -72,3 +72,20 @@ class XidEvent(models.Model):
 
     def __str__(self) -> str:
         return f"Xid {self.xid} on {self.gpu_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class AgentCursor(models.Model):
+    """The last batch stored of one start of a node's agent: a batch numbered no higher is a
+    resend of one already counted."""
+
+    node = models.ForeignKey("cluster.Node", on_delete=models.CASCADE, related_name="+")
+    boot = models.CharField(max_length=64)
+    seq = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["node", "boot"], name="one_cursor_per_agent_start")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}/{self.boot}: {self.seq}"

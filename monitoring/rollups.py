@@ -1,4 +1,5 @@
-"""Accumulating upserts: batches added to their GPU-minutes and their jobs' totals.
+"""Accumulating upserts: batches added to their GPU-minutes and their jobs' totals, and the
+claim of a batch's identity (`claim`), which tells a resend from a new batch.
 
 Django's bulk_create(update_conflicts=True) can only overwrite, and a roll-up must add, so these
 are written in SQL. On PostgreSQL the rows go as one array literal per column (`unnest`): a
@@ -16,7 +17,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from monitoring.models import GpuMinute, JobMetrics
+from monitoring.models import AgentCursor, GpuMinute, JobMetrics
 
 
 def _greatest() -> str:
@@ -161,3 +162,27 @@ def _jobs() -> _Upsert:
         ]
     )
     return _Upsert(table, JOB_COLUMNS, "job_id", sets)
+
+
+AgentStart = tuple[int, str]  # (node id, boot)
+
+
+def claim(batches: Sequence[tuple[int, str, int]]) -> set[AgentStart]:
+    """Record each (node id, boot, seq) as the last batch stored of that agent start, unless
+    one numbered as high is stored already; return the starts whose batch is new (to store),
+    leaving out those whose batch is a resend. At most one entry per start.
+
+    One upsert whose conditional update returns only the rows it wrote: a resend racing its
+    original through another web process waits on the row and finds itself not new."""
+    if not batches:
+        return set()
+    table = AgentCursor._meta.db_table
+    rows = ", ".join(["(%s, %s, %s)"] * len(batches))
+    statement = (
+        f"INSERT INTO {table} (node_id, boot, seq) VALUES {rows}"
+        f" ON CONFLICT (node_id, boot) DO UPDATE SET seq = excluded.seq"
+        f" WHERE {table}.seq < excluded.seq RETURNING node_id, boot"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [value for batch in batches for value in batch])
+        return {(node_id, boot) for node_id, boot in cursor.fetchall()}

@@ -67,5 +67,7 @@ METRICS: dict[str, Bound] = {
     "PORTAL_NVLINK_LINKS_DOWN": LINKS,
 }
 INDEX = Bound(0, MAX_GPU_INDEX, integer=True)
+BOOT_LENGTH = 64  # the agent's start: a batch's identity is (node, boot, seq)
+SEQ = Bound(1, COUNTER_MAX, integer=True)
 XID = Bound(1, 10_000, integer=True)
 INTERVAL = Bound(0.01, 3600)

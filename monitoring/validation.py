@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitoring.schema import (
+    BOOT_LENGTH,
     INDEX,
     INTERVAL,
     MAX_AGE_SECONDS,
@@ -15,6 +16,7 @@ from monitoring.schema import (
     MAX_XIDS,
     METRICS,
     POD_LENGTH,
+    SEQ,
     XID,
     Bound,
 )
@@ -30,6 +32,10 @@ class Batch:
     interval: float
     gpus: list[dict[str, Any]]
     xids: list[dict[str, Any]]
+    boot: str | None = None
+    """The agent's start; with `seq`, the batch's identity on its node (None: an agent that
+    sends none, whose resends cannot be told apart)."""
+    seq: int | None = None
 
 
 def _number_ok(value: Any, bound: Bound) -> bool:
@@ -137,13 +143,31 @@ def validate_batch(data: Any, now: float | None = None) -> tuple[Batch | None, E
         _check_entry(entry, f"xids[{i}]", XID_FIELDS, XID_TEXTS, when, errors)
         if isinstance(entry, dict) and "xid" not in entry:
             errors[f"xids[{i}].xid"] = ["this field is required"]
-    for key in set(data) - {"node", "interval", "gpus", "xids"}:
+    _check_identity(data, errors)
+    for key in set(data) - {"node", "boot", "seq", "interval", "gpus", "xids"}:
         errors[key] = ["unknown field"]
     if errors:
         return None, errors
     by_time = sorted(gpus, key=lambda g: g["at"])
     xids_by_time = sorted(xids, key=lambda x: x["at"])
-    return Batch(data.get("node"), float(data["interval"]), by_time, xids_by_time), {}
+    seq = int(data["seq"]) if "seq" in data else None
+    return (
+        Batch(
+            data.get("node"), float(data["interval"]), by_time, xids_by_time, data.get("boot"), seq
+        ),
+        {},
+    )
+
+
+def _check_identity(data: dict[str, Any], errors: Errors) -> None:
+    """`boot` and `seq` come together or not at all."""
+    if "boot" not in data and "seq" not in data:
+        return
+    boot = data.get("boot")
+    if not isinstance(boot, str) or not 0 < len(boot) <= BOOT_LENGTH:
+        errors["boot"] = [f"must be a string of 1 to {BOOT_LENGTH} characters, with seq"]
+    if not _number_ok(data.get("seq"), SEQ):
+        errors["seq"] = [f"{SEQ.message()}, with boot"]
 
 
 def node_errors(named: Any, node: str) -> Errors:

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from audit import views as audit_views
+from billing import views as billing_views
 from cluster import views as cluster_views
 from jobs import views as job_views
 from monitoring import pages as monitoring_pages
@@ -34,6 +35,9 @@ urlpatterns = [
     path("profile/", team_views.profile, name="profile"),
     path("profile/tokens/<str:prefix>/revoke/", team_views.token_revoke, name="token-revoke"),
     path("cluster/", monitoring_pages.cluster, name="cluster"),
+    path("usage/", billing_views.usage_page, name="usage"),
+    path("usage/statements/", billing_views.statements_page, name="statements"),
+    path("usage/statements.csv", billing_views.statements_export, name="statements-export"),
     path("audit/", audit_views.audit_list, name="audit-list"),
     path("audit/export.csv", audit_views.audit_export, name="audit-export"),
     path("manage/teams/", team_views.manage_teams, name="manage-teams"),

@@ -202,7 +202,12 @@ else:
 CELERY_TASK_EAGER_PROPAGATES = True
 # Celery tasks the leading controller enqueues every so many seconds (there is no beat: the
 # controller is the only clock; cluster.duties.periodic_tasks).
-PERIODIC_TASKS = {"monitoring.tasks.prune_old_rollups": 3600}
+PERIODIC_TASKS = {
+    "monitoring.tasks.prune_old_rollups": 3600,
+    "billing.tasks.finalise_statements": 3600,  # a month's statements once it has ended
+}
+# The currency of prices, statements and budgets (ISO 4217).
+BILLING_CURRENCY = env_str("BILLING_CURRENCY", "CNY")
 
 # The lockout backend goes first: a locked-out username and address is refused before the
 # password is checked (the login form and the token endpoint alike).

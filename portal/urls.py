@@ -8,6 +8,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from audit.api import AuditViewSet
+from billing.api import (
+    AdjustmentView,
+    PriceView,
+    QueueMultiplierView,
+    StatementView,
+    UsageView,
+)
 from cluster.api import NodeViewSet
 from jobs.api import JobViewSet
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
@@ -40,6 +47,11 @@ api_v1 = [
     path("jobs/<int:job_id>/logs/", JobLogView.as_view(), name="job-logs"),
     path("jobs/<int:job_id>/metrics/", JobMetricsView.as_view(), name="job-metrics"),
     path("teams/<slug:team_slug>/live/", TeamLiveView.as_view(), name="team-live"),
+    path("usage/", UsageView.as_view(), name="usage-api"),
+    path("prices/", PriceView.as_view(), name="prices-api"),
+    path("prices/queues/", QueueMultiplierView.as_view(), name="queue-multiplier-api"),
+    path("statements/", StatementView.as_view(), name="statements-api"),
+    path("statements/adjustments/", AdjustmentView.as_view(), name="adjustments-api"),
     *router.urls,
 ]
 

@@ -25,7 +25,9 @@ ADAPTERS = {
     "base/bulk_update.py": "UPDATE ... FROM many rows' values: Django's bulk_update costs the "
     "controller about a hundred times as much CPU (tests/base/test_bulk_update.py)",
     "monitoring/rollups.py": "GPU samples folded into per-minute roll-ups with one upsert "
-    "(INSERT ... ON CONFLICT DO UPDATE with sums and maxima), which the ORM cannot express",
+    "(INSERT ... ON CONFLICT DO UPDATE with sums and maxima), which the ORM cannot express; "
+    "the batch-identity claim (INSERT ... ON CONFLICT DO UPDATE ... WHERE seq < excluded.seq "
+    "RETURNING), one statement where the ORM needs three and a race",
     "base/redis_clients.py": "Django's Redis cache with one client per pool (its private "
     "`_client`, `_class`): half the CPU per cache read (tests/base/test_adapter_canaries.py)",
     "base/channel_layer.py": "channels_redis's layer with batched sends and one reader per "

@@ -1,0 +1,256 @@
+"""`/api/v1/usage/` (GPU-hours and cost over a period, grouped) and `/api/v1/prices/`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import permissions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from base.auth import signed_in
+from base.errors import FieldErrors
+from billing.actions import adjust_statement, set_gpu_price, set_queue_multiplier, staff_only
+from billing.models import GpuPrice, QueueMultiplier, Statement
+from billing.prices import currency
+from billing.query import MAX_DAYS, parse_month, parse_usage_query
+from billing.statements import statement_teams, team_statements
+from billing.usage import GROUP_NAMES, Report, usage_report
+from quotas.models import GpuType, Queue
+from tenants.access import access_team
+
+FIGURES = (
+    "gpu_seconds",
+    "gpu_hours",
+    "cost",
+    "credited_gpu_seconds",
+    "credited_gpu_hours",
+    "credited_cost",
+)
+
+
+class FiguresSerializer(serializers.Serializer):
+    gpu_seconds = serializers.DecimalField(max_digits=24, decimal_places=3)
+    gpu_hours = serializers.DecimalField(max_digits=24, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=24, decimal_places=2)
+    credited_gpu_seconds = serializers.DecimalField(max_digits=24, decimal_places=3)
+    credited_gpu_hours = serializers.DecimalField(max_digits=24, decimal_places=4)
+    credited_cost = serializers.DecimalField(max_digits=24, decimal_places=2)
+
+
+class UsageRowSerializer(FiguresSerializer):
+    job = serializers.IntegerField(required=False)
+    team = serializers.CharField(required=False)
+    user = serializers.CharField(required=False)
+    gpu_type = serializers.CharField(required=False)
+    queue = serializers.CharField(required=False)
+    day = serializers.DateField(required=False)
+
+
+class TeamTotalSerializer(FiguresSerializer):
+    team = serializers.CharField()
+
+
+class UsageSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    period = serializers.DictField(child=serializers.DateField())
+    group_by = serializers.ListField(child=serializers.ChoiceField(choices=GROUP_NAMES))
+    rows = UsageRowSerializer(many=True)
+    team_totals = TeamTotalSerializer(many=True)
+
+
+def usage_body(report: Report) -> dict[str, Any]:
+    return {
+        "currency": currency(),
+        "period": {"from": report.period.start, "to": report.period.end - timedelta(days=1)},
+        "group_by": list(report.group_by),
+        "rows": report.as_rows(),
+        "team_totals": [
+            {"team": slug, **figures.as_dict()} for slug, figures in report.team_totals.items()
+        ],
+    }
+
+
+class UsageView(APIView):
+    """`GET /api/v1/usage/`: GPU-hours and cost in a period, grouped as asked.
+
+    An admin sees every team, a lead their team by member, a member their own jobs; everyone
+    also gets the totals of each team they belong to. Credited time (ended by the platform:
+    node lost, Xid, preemption) is shown apart and not billed."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("period", OpenApiTypes.STR, description="a month, YYYY-MM"),
+            OpenApiParameter("from", OpenApiTypes.DATE, description="first day (with to)"),
+            OpenApiParameter(
+                "to", OpenApiTypes.DATE, description=f"last day, at most {MAX_DAYS} days on"
+            ),
+            OpenApiParameter(
+                "group_by",
+                OpenApiTypes.STR,
+                description=f"comma-separated, of {', '.join(GROUP_NAMES)} (default team)",
+            ),
+            OpenApiParameter("team", OpenApiTypes.STR, description="Team slug."),
+        ],
+        responses={200: UsageSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_usage_query(request.query_params)
+        team = access_team(request.user, query.team) if query.team else None
+        report = usage_report(request.user, query.period, query.group_by, team=team)
+        return Response(UsageSerializer(usage_body(report)).data)
+
+
+class GpuPriceSerializer(serializers.Serializer):
+    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    effective_from = serializers.DateField()
+    price_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
+
+
+class QueueMultiplierSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team.slug")
+    queue = serializers.CharField(source="queue.name")
+    multiplier = serializers.DecimalField(max_digits=6, decimal_places=3)
+
+
+class CurrentPriceSerializer(serializers.Serializer):
+    gpu_type = serializers.CharField(source="name")
+    price_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4)
+
+
+class PriceBookSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    base_prices = CurrentPriceSerializer(many=True)
+    gpu_prices = GpuPriceSerializer(many=True)
+    queue_multipliers = QueueMultiplierSerializer(many=True)
+
+
+class PriceView(APIView):
+    """`/api/v1/prices/`: the price book. GET: GPU types' base prices, the dated entries that
+    replace them from a day on, and the multipliers of the caller's teams' queues. POST (platform
+    admins): a price from a day on, audited."""
+
+    @extend_schema(responses={200: PriceBookSerializer})
+    def get(self, request: Request) -> Response:
+        multipliers = QueueMultiplier.objects.for_user(request.user).select_related("team", "queue")
+        body = {
+            "currency": currency(),
+            "base_prices": GpuType.objects.all(),
+            "gpu_prices": GpuPrice.objects.select_related("gpu_type"),
+            "queue_multipliers": multipliers.order_by("team__slug", "queue__name"),
+        }
+        return Response(PriceBookSerializer(body).data)
+
+    @extend_schema(request=GpuPriceSerializer, responses={201: GpuPriceSerializer})
+    def post(self, request: Request) -> Response:
+        user = signed_in(request)
+        staff_only(user)  # before reading the body: nothing in it matters then
+        given = GpuPriceSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        entry = set_gpu_price(
+            given.validated_data["gpu_type"],
+            given.validated_data["effective_from"],
+            given.validated_data["price_per_gpu_hour"],
+            acting_user=user,
+        )
+        return Response(GpuPriceSerializer(entry).data, status=status.HTTP_201_CREATED)
+
+
+class AdjustmentSerializer(serializers.Serializer):
+    amount = serializers.DecimalField(max_digits=20, decimal_places=2)
+    reason = serializers.CharField()
+    actor = serializers.CharField(source="actor.username")
+    created_at = serializers.DateTimeField()
+
+
+class StatementSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team.slug")
+    month = serializers.DateField()
+    final = serializers.BooleanField()
+    currency = serializers.CharField()
+    figures = FiguresSerializer(source="figures.as_dict")
+    lines = serializers.ListField(child=serializers.DictField())
+    adjustments = AdjustmentSerializer(many=True)
+    due = serializers.DecimalField(max_digits=20, decimal_places=2)
+
+
+class StatementView(APIView):
+    """`GET /api/v1/statements/?period=YYYY-MM[&team=]`: each team's statement of the month,
+    final (stored, never changed) or a live draft, for its leads and platform admins."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("period", OpenApiTypes.STR, description="a month, YYYY-MM"),
+            OpenApiParameter("team", OpenApiTypes.STR, description="Team slug."),
+        ],
+        responses={200: StatementSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        period = parse_month(request.query_params)
+        teams = statement_teams(request.user, request.query_params.get("team") or None)
+        return Response(StatementSerializer(team_statements(teams, period), many=True).data)
+
+
+class AdjustmentRequestSerializer(serializers.Serializer):
+    team = serializers.SlugField()
+    period = serializers.RegexField(r"^\d{4}-\d{2}$")
+    amount = serializers.DecimalField(max_digits=20, decimal_places=2)
+    reason = serializers.CharField(max_length=255)
+
+
+class AdjustmentView(APIView):
+    """`POST /api/v1/statements/adjustments/` (platform admins): correct a final statement by
+    an amount, with the reason; audited. A draft is refused: it is still worked out live."""
+
+    permission_classes = [permissions.IsAdminUser]
+
+    @extend_schema(request=AdjustmentRequestSerializer, responses={201: AdjustmentSerializer})
+    def post(self, request: Request) -> Response:
+        user = signed_in(request)
+        given = AdjustmentRequestSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        team = access_team(user, data["team"])
+        period = parse_month({"period": data["period"]})
+        statement = Statement.objects.for_team(team).filter(month=period.start).first()
+        if statement is None:
+            raise FieldErrors(
+                {
+                    "period": _("%(month)s has no final statement yet: it is still a draft")
+                    % {"month": data["period"]}
+                }
+            )
+        adjustment = adjust_statement(statement, data["amount"], data["reason"], acting_user=user)
+        return Response(AdjustmentSerializer(adjustment).data, status=status.HTTP_201_CREATED)
+
+
+class QueueMultiplierRequestSerializer(serializers.Serializer):
+    team = serializers.SlugField()
+    queue = serializers.SlugField()
+    multiplier = serializers.DecimalField(max_digits=6, decimal_places=3, min_value=0)
+
+
+class QueueMultiplierView(APIView):
+    """`POST /api/v1/prices/queues/` (platform admins): what a queue's GPU-hours cost against
+    the price book (a preemptible queue is cheaper); audited."""
+
+    permission_classes = [permissions.IsAdminUser]
+
+    @extend_schema(
+        request=QueueMultiplierRequestSerializer, responses={200: QueueMultiplierRequestSerializer}
+    )
+    def post(self, request: Request) -> Response:
+        given = QueueMultiplierRequestSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        team = access_team(request.user, data["team"])
+        queue = Queue.objects.for_team(team).filter(name=data["queue"]).first()
+        if queue is None:
+            raise FieldErrors({"queue": _("team %(team)s has no queue %(queue)s") % data})
+        set_queue_multiplier(queue, data["multiplier"], acting_user=signed_in(request))
+        return Response(QueueMultiplierRequestSerializer(data).data)
