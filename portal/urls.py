@@ -19,6 +19,7 @@ from cluster.api import NodeViewSet
 from jobs.api import JobViewSet
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
 from monitoring.metrics import metrics_view
+from portal import health
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
 
@@ -65,5 +66,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the header's switcher
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),  # the pages' scripts
     path("metrics", metrics_view, name="metrics"),  # Prometheus, with METRICS_TOKEN
+    path("healthz", health.healthz, name="healthz"),  # probes: no tenant data, no detail
+    path("readyz", health.readyz, name="readyz"),
     path("", include("portal.pages")),
 ]

@@ -7,7 +7,7 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
 - admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
 - public: the login page, the token exchange, the API schema and its docs page, the language
-  switch and the scripts' translations (no tenant data).
+  switch, the scripts' translations and the probes /healthz and /readyz (no tenant data).
 - scrape: Prometheus' /metrics, for the holder of METRICS_TOKEN only (no session opens it).
 
 The agents' endpoint (`/api/v1/agent/samples/`) is no Django route: portal.asgi sends it to
@@ -75,6 +75,8 @@ ROUTES: dict[str, str] = {
     "set_language": "public",
     "javascript-catalog": "public",
     "metrics": "scrape",
+    "healthz": "public",
+    "readyz": "public",
     # API
     "api-root": "listing",
     "team-list": "listing",
