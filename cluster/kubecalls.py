@@ -3,6 +3,10 @@
 Calls go out once the transaction that decided them commits, so the database is never behind
 the cluster; a call that fails is left to reconciliation (an admitted job's missing Job is
 created again under the same name, a Job the database no longer expects is deleted).
+
+A multi-pod job's headless Service and NetworkPolicy (`cluster.manifests.companion_objects`)
+follow its Job's create, owned by the Job so that Kubernetes deletes them with it; ones that
+could not be created are sent again at the next reconciliation (`retry_companions`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from functools import partial
 from django.db import transaction
 
 from cluster.backend import ClusterBackend, Unavailable
-from cluster.manifests import FINISHED_TTL_S, job_object
+from cluster.manifests import FINISHED_TTL_S, LABEL_JOB, companion_objects, job_object
 from cluster.pool import RankedPool
 from jobs.models import Job
 
@@ -43,6 +47,8 @@ class KubeCalls:
         """Creates sent to the pool and not yet answered, by Job name."""
         self._deleting: set[str] = set()
         """Jobs the controller is deleting (not strays), until the watch stops reporting them."""
+        self._unaccompanied: dict[str, Job] = {}
+        """Multi-pod jobs whose Service or NetworkPolicy could not be created, by Job name."""
         self._lock = threading.Lock()
 
     def create(self, job: Job) -> None:
@@ -78,13 +84,45 @@ class KubeCalls:
         if self._creating.get(name) is done:
             del self._creating[name]
 
+    def retry_companions(self) -> None:
+        """Send again the Services and NetworkPolicies that could not be created."""
+        with self._lock:
+            waiting, self._unaccompanied = self._unaccompanied, {}
+        for job in waiting.values():
+            self.pool.submit(create_rank(job), self._accompany, job)
+
     def _create(self, job: Job) -> None:
         try:
             self.backend.create_job(job_object(job))
         except Unavailable as exc:
             log.warning("creating %s: %s (reconciliation retries)", job.k8s_name, exc)
+            return
         except Exception:
             log.exception("creating %s", job.k8s_name)
+            return
+        if job.nodes > 1:
+            self._accompany(job)
+
+    def _accompany(self, job: Job) -> None:
+        """Create the job's Service and NetworkPolicy, owned by its Job (if still there)."""
+        try:
+            uid = self._uid_of(job)
+            for obj in companion_objects(job, uid) if uid else ():
+                self.backend.apply(obj)
+        except Unavailable as exc:
+            log.warning("accompanying %s: %s (reconciliation retries)", job.k8s_name, exc)
+            with self._lock:
+                self._unaccompanied[job.k8s_name] = job
+        except Exception:
+            log.exception("accompanying %s", job.k8s_name)
+
+    def _uid_of(self, job: Job) -> str | None:
+        """The uid of the job's Kubernetes Job, which its Service and policy name as owner."""
+        for obj in self.backend.list("jobs", f"{LABEL_JOB}={job.pk}").items:
+            meta = obj["metadata"]
+            if (meta["namespace"], meta["name"]) == (job.team.namespace, job.k8s_name):
+                return str(meta["uid"])
+        return None
 
     def _delete(self, namespace: str, name: str) -> None:
         try:

@@ -32,6 +32,10 @@ SIMULATION_HINTS = {
     "KUBESIM_GPU_UTIL": "kubesim.io/gpu-util",
 }
 RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("enforce", "warn")}
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # Kubernetes puts it on a Job's pods
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # ... and an Indexed Job's index
+MASTER_PORT = 29500
+"""The rendezvous port of rank 0 (torchrun's default)."""
 
 
 def job_name(job: Job) -> str:
@@ -113,7 +117,9 @@ def priority_class(priority: int) -> dict[str, Any]:
 
 
 def _affinity(nodes: list[str], name: str) -> dict[str, Any]:
-    # Pinned to the scheduler's nodes, one pod per node: the gang lands where it was placed.
+    # Pinned to the scheduler's nodes, one pod per node: the scheduler places a multi-pod job's
+    # pods on distinct nodes (`scheduler.placement`), so every pod has a node it may run on at
+    # the same time as its peers, and the gang lands where it was placed.
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -129,12 +135,56 @@ def _affinity(nodes: list[str], name: str) -> dict[str, Any]:
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
-                    "labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
+                    "labelSelector": {"matchLabels": {JOB_NAME_LABEL: name}},
                     "topologyKey": "kubernetes.io/hostname",
                 }
             ]
         },
     }
+
+
+def pod_address(job: Job, index: int) -> str:
+    """The DNS name of a multi-pod job's pod: `<hostname>.<subdomain>.<namespace>.svc`.
+
+    An Indexed Job's pod is named host `<job>-<index>` by Kubernetes; its `subdomain` is the
+    job's headless Service (`service_object`), which gives it this name. The cluster domain is
+    left to the pod's DNS search path, so the name holds whatever the cluster calls it.
+    """
+    name = job_name(job)
+    return f"{name}-{index}.{name}.{job.team.namespace}.svc"
+
+
+def rendezvous_env(job: Job) -> list[dict[str, Any]]:
+    """What torchrun and `torch.distributed` read, for every pod of a multi-pod job.
+
+    As Kubeflow's PyTorchJob sets them: WORLD_SIZE counts processes (one per GPU), RANK and
+    NODE_RANK are the pod's completion index, read through the downward API. The PET_ names are
+    torchrun's own defaults for its options, so `torchrun train.py` needs no flags.
+    """
+    node_rank = {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}
+    values = {
+        "MASTER_ADDR": pod_address(job, 0),
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": str(job.nodes * job.gpus_per_node),
+        "NNODES": str(job.nodes),
+        "LOCAL_WORLD_SIZE": str(job.gpus_per_node),
+        "PET_MASTER_ADDR": pod_address(job, 0),
+        "PET_MASTER_PORT": str(MASTER_PORT),
+        "PET_NNODES": str(job.nodes),
+        "PET_NPROC_PER_NODE": str(job.gpus_per_node),
+    }
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    return env + [
+        {"name": k, "valueFrom": node_rank} for k in ("RANK", "NODE_RANK", "PET_NODE_RANK")
+    ]
+
+
+def _env(job: Job) -> list[dict[str, Any]]:
+    """The job's own variables, then the rendezvous (which wins over a name the job set)."""
+    rendezvous = rendezvous_env(job) if job.nodes > 1 else []
+    reserved = {e["name"] for e in rendezvous}
+    own = [{"name": k, "value": v} for k, v in sorted(job.env.items()) if k not in reserved]
+    return own + rendezvous
 
 
 def _container(job: Job) -> dict[str, Any]:
@@ -144,7 +194,7 @@ def _container(job: Job) -> dict[str, Any]:
         "image": job.image,
         "command": list(job.command),
         "args": list(job.args),
-        "env": [{"name": k, "value": v} for k, v in sorted(job.env.items())],
+        "env": _env(job),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -161,6 +211,21 @@ def job_object(job: Job) -> dict[str, Any]:
     labels = {**_labels(job.team), LABEL_JOB: str(job.pk)}
     hints = {SIMULATION_HINTS[k]: v for k, v in job.env.items() if k in SIMULATION_HINTS}
     pod_annotations = {ANNOTATION_ATTEMPT: str(job.attempts), **hints}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "priorityClassName": priority_class_name(job.queue.priority),
+        "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "affinity": _affinity(nodes, name),
+        "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [_container(job)],
+    }
+    if job.nodes > 1:
+        pod_spec["subdomain"] = name  # the headless Service: pods get stable DNS names
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -181,19 +246,68 @@ def job_object(job: Job) -> dict[str, Any]:
             "activeDeadlineSeconds": job.max_runtime,
             "template": {
                 "metadata": {"labels": labels, "annotations": pod_annotations},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": priority_class_name(job.queue.priority),
-                    "automountServiceAccountToken": False,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 1000,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "affinity": _affinity(nodes, name),
-                    "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-                    "containers": [_container(job)],
-                },
+                "spec": pod_spec,
             },
+        },
+    }
+
+
+def companion_objects(job: Job, job_uid: str) -> list[dict[str, Any]]:
+    """What a multi-pod job needs besides its Job: a headless Service (its pods' DNS names) and
+    a NetworkPolicy letting its pods reach each other through the team's default deny. Owned
+    by the Job (`job_uid`), so Kubernetes deletes them with it, whoever deletes it."""
+    if job.nodes < 2:
+        return []
+    name = job_name(job)
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": name,
+        "uid": job_uid,
+        "blockOwnerDeletion": False,
+    }
+    meta = {
+        "namespace": job.team.namespace,
+        "labels": {**_labels(job.team), LABEL_JOB: str(job.pk)},
+        "ownerReferences": [owner],
+    }
+    return [service_object(name, meta), peers_policy(name, meta)]
+
+
+def service_object(name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_NAME_LABEL: name},
+            # Peers look rank 0 up as they start, before anything reports ready.
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+DNS_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+
+
+def peers_policy(name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The job's pods, to and from each other on any port (NCCL picks its own), and to the
+    cluster DNS, without which MASTER_ADDR does not resolve; nothing else of the team's."""
+    peers = [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: name}}}]
+    dns_ports = [{"protocol": protocol, "port": 53} for protocol in ("UDP", "TCP")]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{name}-peers", **meta},
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_NAME_LABEL: name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": peers}],
+            "egress": [{"to": peers}, {"to": [DNS_PEER], "ports": dns_ports}],
         },
     }

@@ -4,7 +4,8 @@ On taking the lead the controller lists nodes, Jobs and Pods and maps them; afte
 resyncs from the watch's copy, as an informer does (listing every Job again, an hour of finished
 ones among them, cost more than all the rest of a turn). A resync recreates what the database
 expects, deletes strays, fails running jobs whose Job vanished before their outcome was
-recorded, and gives finished Jobs whose outcome is recorded their TTL.
+recorded, gives finished Jobs whose outcome is recorded their TTL, and sends again the
+multi-pod jobs' Services and NetworkPolicies that could not be created.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Reconciler:
     def resync(self, items: list[Obj], locked: LockedJobs) -> None:
         """Reconcile with these Jobs, then map again every one not mapped as it stands: catches
         up on reports a failed batch dropped."""
+        self.kube.retry_companions()
         self._reconcile_jobs(items, locked)
         unmapped = self.intake.unmapped(items)
         locked.lock(ids_of(unmapped))

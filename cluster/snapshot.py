@@ -1,7 +1,9 @@
 """Build the scheduler's snapshot from the database: the portal's records are the truth.
 
-Free GPUs per node are the node's allocatable GPUs minus what the portal has placed there
-(admitted and running jobs), so a job admitted a moment ago counts before its pods exist.
+Free GPUs per node are the node's allocatable GPUs, less those marked unhealthy (a fatal Xid,
+`monitoring.xids`), minus what the portal has placed there (admitted and running jobs), so a job
+admitted a moment ago counts before its pods exist. Cordoned and NotReady nodes are passed on as
+such and the scheduler leaves them out of its capacity.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 
 from cluster.models import Node
@@ -253,7 +255,26 @@ def _holding() -> list[RunningJob]:
 
 # Only what the scheduler reads: the whole row (its labels' JSON, a model instance and its GPU
 # type's per node) cost 3 ms of the controller's CPU every cycle for thirty nodes.
-_NODE = ("name", "gpu_type__name", "gpu_allocatable", "rack", "nvlink_domain", "cordoned", "ready")
+_NODE = (
+    "name",
+    "gpu_type__name",
+    "gpu_capacity",
+    "gpu_allocatable",
+    "unhealthy",
+    "rack",
+    "nvlink_domain",
+    "cordoned",
+    "ready",
+)
+
+
+def usable_gpus(capacity: int, allocatable: int, unhealthy: int) -> int:
+    """GPUs of a node the scheduler may place on: allocatable, less those marked unhealthy.
+
+    A device plugin that noticed the fault already left the GPU out of allocatable (capacity
+    keeps it): the GPU counts once, not twice.
+    """
+    return max(0, min(allocatable, max(capacity, allocatable) - unhealthy))
 
 
 def _nodes(holding: list[RunningJob]) -> tuple[NodeState, ...]:
@@ -261,19 +282,26 @@ def _nodes(holding: list[RunningJob]) -> tuple[NodeState, ...]:
     for job in holding:
         for node, gpus in job.placement:
             used[node] += gpus
-    rows = Node.objects.filter(gpu_type__isnull=False).values_list(*_NODE)
-    return tuple(
-        NodeState(
-            name=name,
-            gpu_type=gpu_type,
-            total_gpus=allocatable,
-            free_gpus=max(0, allocatable - used[name]),
-            labels={"rack": rack, "nvlink_domain": nvlink_domain},
-            cordoned=cordoned,
-            ready=ready,
-        )
-        for name, gpu_type, allocatable, rack, nvlink_domain, cordoned, ready in rows
+    rows = (
+        Node.objects.filter(gpu_type__isnull=False)
+        .annotate(unhealthy=Count("gpus", filter=Q(gpus__healthy=False)))
+        .values_list(*_NODE)
     )
+    states = []
+    for name, gpu_type, capacity, allocatable, unhealthy, rack, nvlink, cordoned, ready in rows:
+        total = usable_gpus(capacity, allocatable, unhealthy)
+        states.append(
+            NodeState(
+                name=name,
+                gpu_type=gpu_type,
+                total_gpus=total,
+                free_gpus=max(0, total - used[name]),
+                labels={"rack": rack, "nvlink_domain": nvlink},
+                cordoned=cordoned,
+                ready=ready,
+            )
+        )
+    return tuple(states)
 
 
 def past_usage(config: PolicyConfig, now: datetime) -> dict[str, float]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubesim import defaults, quota
 from kubesim.errors import forbidden
-from kubesim.resources import JOB, LIMITRANGE, NAMESPACE, POD, PRIORITYCLASS, Resource
+from kubesim.resources import JOB, LIMITRANGE, NAMESPACE, POD, PRIORITYCLASS, SERVICE, Resource
 from kubesim.store import Store
 from kubesim.validation import validate
 
@@ -51,6 +51,12 @@ def _limit_range_defaults(store: Store, namespace: str, pod: Obj) -> None:
                         resources.setdefault(field, {}).setdefault(name, value)
 
 
+def _cluster_ip(uid: str) -> str:
+    """An address in the service range, from the Service's uid (kubesim routes no traffic)."""
+    number = int(uid.replace("-", "")[-4:], 16)
+    return f"10.96.{number >> 8}.{number & 255}"
+
+
 def admit_create(
     store: Store,
     resource: Resource,
@@ -70,5 +76,7 @@ def admit_create(
         defaults.default_job(obj)
     elif resource is NAMESPACE:
         defaults.default_namespace(obj)
+    elif resource is SERVICE:
+        defaults.default_service(obj, _cluster_ip(obj["metadata"]["uid"]))
     validate(resource, obj)
     quota.admit(store, resource, namespace, obj, used)

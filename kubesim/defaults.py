@@ -108,3 +108,17 @@ def default_namespace(namespace: Obj) -> None:
     meta["labels"] = (meta.get("labels") or {}) | {"kubernetes.io/metadata.name": meta["name"]}
     namespace["spec"] = {"finalizers": ["kubernetes"]}
     namespace["status"] = {"phase": "Active"}
+
+
+def default_service(service: Obj, cluster_ip: str) -> None:
+    """Type ClusterIP, and an address unless the Service is headless (clusterIP "None")."""
+    spec = service.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("clusterIP", cluster_ip)
+    spec.setdefault("clusterIPs", [spec["clusterIP"]])
+    spec.setdefault("ipFamilies", ["IPv4"])
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    service["status"] = {"loadBalancer": {}}

@@ -47,6 +47,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",)),
     Resource("", "v1", "events", "event", "Event", True, ("ev",)),
     Resource("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",)),
+    Resource("", "v1", "services", "service", "Service", True, ("svc",), ("status",), ("all",)),
     Resource("batch", "v1", "jobs", "job", "Job", True, (), ("status",), ("all",)),
     Resource(
         "scheduling.k8s.io",
@@ -92,6 +93,7 @@ QUOTA = BY_KEY["resourcequotas"]
 LIMITRANGE = BY_KEY["limitranges"]
 PRIORITYCLASS = BY_KEY["priorityclasses.scheduling.k8s.io"]
 SERVICEACCOUNT = BY_KEY["serviceaccounts"]
+SERVICE = BY_KEY["services"]
 
 
 def verbs() -> list[str]:

@@ -7,13 +7,14 @@ from typing import Any
 
 from kubesim.errors import invalid
 from kubesim.quantity import parse_quantity
-from kubesim.resources import JOB, NAMESPACE, POD, Resource
+from kubesim.resources import JOB, NAMESPACE, POD, SERVICE, Resource
 
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _name_causes(resource: Resource, name: str) -> list[Cause]:
@@ -25,10 +26,13 @@ def _name_causes(resource: Resource, name: str) -> list[Cause]:
                 "Required value: name or generateName is required",
             )
         ]
-    dns_label = resource in (NAMESPACE,)
-    pattern, limit = (_LABEL, 63) if dns_label else (_SUBDOMAIN, 253)
+    if resource is SERVICE:  # its name is a DNS label under the namespace's
+        pattern, limit, kind = _RFC1035, 63, "RFC 1035 label"
+    elif resource is NAMESPACE:
+        pattern, limit, kind = _LABEL, 63, "RFC 1123 label"
+    else:
+        pattern, limit, kind = _SUBDOMAIN, 253, "RFC 1123 subdomain"
     if len(name) > limit or not pattern.match(name):
-        kind = "RFC 1123 label" if dns_label else "RFC 1123 subdomain"
         return [
             (
                 "FieldValueInvalid",
@@ -68,7 +72,20 @@ def _container_causes(path: str, containers: list[Obj]) -> list[Cause]:
 
 
 def _pod_spec_causes(path: str, spec: Obj) -> list[Cause]:
-    return _container_causes(f"{path}.containers", spec.get("containers") or [])
+    causes = _container_causes(f"{path}.containers", spec.get("containers") or [])
+    for field in ("hostname", "subdomain"):  # the pod's DNS name: <hostname>.<subdomain>...
+        value = spec.get(field)
+        if value is not None and (len(value) > 63 or not _LABEL.match(value)):
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    f"{path}.{field}",
+                    f'Invalid value: "{value}": a lowercase RFC 1123 label must consist of lower '
+                    "case alphanumeric characters or '-', and must start and end with an "
+                    "alphanumeric character",
+                )
+            )
+    return causes
 
 
 def _job_causes(job: Obj) -> list[Cause]:

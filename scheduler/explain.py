@@ -17,8 +17,9 @@ from scheduler.pool import NodePool
 
 
 def pods_in(counts: Sequence[int], gpus_per_node: int) -> int:
-    """Pods of `gpus_per_node` in a pool whose nodes per free count were `counts`."""
-    return sum(counts[c] * (c // gpus_per_node) for c in range(gpus_per_node, len(counts)))
+    """Pods of `gpus_per_node` that fit at once, one per node (`NodePool.pods`), in a pool whose
+    nodes per free count were `counts`."""
+    return sum(counts[c] for c in range(max(gpus_per_node, 1), len(counts)))
 
 
 def cordoned(job: JobRequest, unschedulable: int) -> Reason:

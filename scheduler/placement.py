@@ -1,9 +1,16 @@
-"""Gang placement: all of a job's pods at once, on as few nodes and topology domains as possible.
+"""Gang placement: all of a job's pods at once, each where Kubernetes will run it.
 
-Order of preference, as in the design: one node (the tightest that fits, so whole free nodes stay
-whole for large jobs), then the fewest nodes inside one topology domain (narrowest label first),
-then the fewest nodes across domains. A job of `nodes` x `gpus_per_node` may put several of its
-pods on one node; the placement is node -> GPUs.
+A job of `nodes` x `gpus_per_node` is one Indexed Job: one pod template for every pod, pinned to
+the placed nodes with at most one pod per node (`cluster.manifests`). A template cannot say
+"pods 0 and 1 on node a, pod 2 on node b", so the only placements Kubernetes follows exactly are
+"all pods on one node" and "one pod per node". All on one node would put every pod's CPU and
+memory on that node, which this scheduler does not count, and a pod that did not fit would stay
+Pending while its peers wait for it; one pod per node leaves the manifest's rule as it is. So a
+multi-pod job takes `gpus_per_node` GPUs on each of `nodes` distinct nodes.
+
+Order of preference: for a single pod, the tightest node that fits (whole free nodes stay whole
+for large jobs); for a gang, one topology domain (narrowest label first), then any nodes, always
+breaking as few whole free nodes as possible. The placement is node -> GPUs.
 
 `extra` adds GPUs to some nodes for one question ("would it fit if these were free?"): GPUs lent
 from backfill holds, or GPUs of preemption victims.
@@ -23,20 +30,18 @@ Candidate = tuple[str, int]
 def find_placement(
     pool: NodePool, nodes: int, gpus_per_node: int, extra: Mapping[str, int] | None = None
 ) -> Placement | None:
-    single = _tightest_single(pool, nodes * gpus_per_node, extra)
-    if single is not None:
-        return ((single, nodes * gpus_per_node),)
     if nodes == 1:
-        return None
+        single = _tightest_single(pool, gpus_per_node, extra)
+        return None if single is None else ((single, gpus_per_node),)
     candidates = _candidates(pool, gpus_per_node, extra)
-    if sum(free // gpus_per_node for _, free in candidates) < nodes:
+    if len(candidates) < nodes:
         return None
     levels = len(next(iter(pool.domains.values()), ()))
     for level in range(levels):
         best = _best_domain(pool, candidates, level, nodes, gpus_per_node)
         if best is not None:
             return best
-    return _fewest_nodes(candidates, nodes, gpus_per_node)
+    return _tightest_nodes(pool, candidates, nodes, gpus_per_node)
 
 
 def _tightest_single(pool: NodePool, need: int, extra: Mapping[str, int] | None) -> str | None:
@@ -52,6 +57,7 @@ def _tightest_single(pool: NodePool, need: int, extra: Mapping[str, int] | None)
 def _candidates(
     pool: NodePool, gpus_per_node: int, extra: Mapping[str, int] | None
 ) -> list[Candidate]:
+    """Nodes with room for one pod."""
     if not extra:
         return list(pool.nodes_with(gpus_per_node))
     found = [(name, free + extra.get(name, 0)) for name, free in pool.nodes_with(gpus_per_node)]
@@ -73,34 +79,25 @@ def _best_domain(
             by_domain.setdefault(domain, []).append((name, free))
     best: tuple[tuple[int, int, str], Placement] | None = None
     for domain in sorted(by_domain):
-        placement = _fewest_nodes(by_domain[domain], nodes, gpus_per_node)
+        placement = _tightest_nodes(pool, by_domain[domain], nodes, gpus_per_node)
         if placement is None:
             continue
-        score = (len(placement), _whole_nodes_broken(pool, placement), domain)
+        free = sum(f for name, f in by_domain[domain] if (name, gpus_per_node) in placement)
+        score = (_whole_nodes_broken(pool, placement), free, domain)
         if best is None or score < best[0]:
             best = (score, placement)
     return None if best is None else best[1]
 
 
-def _fewest_nodes(candidates: list[Candidate], nodes: int, gpus_per_node: int) -> Placement | None:
-    """Largest nodes first (fewest nodes); the last pick is the tightest node that completes it."""
-    ranked = sorted(candidates, key=lambda c: (-(c[1] // gpus_per_node), c[0]))
-    chosen: list[tuple[str, int]] = []
-    missing = nodes
-    for index, (name, free) in enumerate(ranked):
-        pods = free // gpus_per_node
-        if pods >= missing:
-            last = _tightest_completion(ranked[index:], missing, gpus_per_node) or name
-            chosen.append((last, missing * gpus_per_node))
-            return tuple(sorted(chosen))
-        chosen.append((name, pods * gpus_per_node))
-        missing -= pods
-    return None
-
-
-def _tightest_completion(rest: list[Candidate], pods: int, gpus_per_node: int) -> str | None:
-    fitting = [(free, name) for name, free in rest if free // gpus_per_node >= pods]
-    return min(fitting)[1] if fitting else None
+def _tightest_nodes(
+    pool: NodePool, candidates: list[Candidate], nodes: int, gpus_per_node: int
+) -> Placement | None:
+    """One pod on each of the `nodes` candidates with the fewest free GPUs (ties: whole nodes
+    last, then name order)."""
+    if len(candidates) < nodes:
+        return None
+    ranked = sorted(candidates, key=lambda c: (c[1], pool.free[c[0]] == pool.total[c[0]], c[0]))
+    return tuple(sorted((name, gpus_per_node) for name, _ in ranked[:nodes]))
 
 
 def _whole_nodes_broken(pool: NodePool, placement: Placement) -> int:

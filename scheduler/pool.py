@@ -2,7 +2,7 @@
 
 Why an index: a cycle tries thousands of jobs against hundreds of nodes. Keeping node names in
 buckets by free count makes "the tightest node with at least n free" and "how many pods of g GPUs
-fit in all" cost O(GPUs per node) instead of O(nodes), whatever the cluster size.
+fit at once" cost O(GPUs per node) instead of O(nodes), whatever the cluster size.
 
 Reservations for blocked jobs are *holds*: GPUs taken out of `free` that a later job may still use
 if, by its runtime limit, it ends before the reservation starts (backfill).
@@ -120,17 +120,12 @@ class NodePool:
                 yield name, count
 
     def pods(self, gpus_per_node: int) -> int:
-        """How many pods of `gpus_per_node` fit in the free GPUs, all nodes together."""
+        """How many pods of `gpus_per_node` fit at once, one pod per node (a gang's pods never
+        share a node, `scheduler.placement`): the nodes with that many GPUs free."""
         cached = self._pods.get(gpus_per_node)
         if cached is None:
-            if gpus_per_node == 1:
-                cached = self.free_total
-            else:
-                buckets = self._buckets
-                cached = sum(
-                    len(buckets[c]) * (c // gpus_per_node)
-                    for c in range(max(gpus_per_node, 1), self.max_gpus + 1)
-                )
+            buckets = self._buckets
+            cached = sum(len(buckets[c]) for c in range(max(gpus_per_node, 1), self.max_gpus + 1))
             self._pods[gpus_per_node] = cached
         return cached
 
