@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "jobs",
     "audit",
     "cluster",
+    "notifications",
     "monitoring",
     "billing",
 ]

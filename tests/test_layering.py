@@ -17,7 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # sits just above `base` because every app, `tenants` included, records audit events (rows keep
 # plain team and actor ids, no foreign keys). `monitoring` reads the cluster's Node and Gpu rows.
 # `portal` is the wiring on top: nothing imports it; `base`, at the bottom, imports no app.
-LAYERS = ("base", "audit", "tenants", "quotas", "jobs", "cluster", "monitoring", "billing", "portal")
+LAYERS = (
+    "base",
+    "audit",
+    "tenants",
+    "quotas",
+    "jobs",
+    "notifications",
+    "cluster",
+    "monitoring",
+    "billing",
+    "portal",
+)
 STANDALONE = ("scheduler", "kubesim", "agent", "cli")
 # Whom a standalone package may serve besides the apps: `scheduler` is pure policy every app
 # may call; the embedded demo (portal) starts kubesim and the agents in process.
