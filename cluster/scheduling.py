@@ -70,8 +70,8 @@ class Scheduling:
             estimate_every_s=self.timing.estimate_every_s,
             clock=self.clock,
         )
-        self.queued = QueuedRequests()
-        self.policy = PolicyTables(self.timing.policy_every_s)
+        self.queued = QueuedRequests(self.clock)
+        self.policy = PolicyTables(self.timing.policy_every_s, self.clock)
 
     def want(self) -> None:
         """Something changed: a cycle is due (debounced by the loop's turn)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -131,25 +131,27 @@ class QueuedRequests:
     those it puts back in the queue (`returned`: preempted, hundreds in the Kueue replay, each
     had the next cycle read every queued id). Where the checksum disagrees with what is kept,
     every queued id is read as before.
-    Everything is read afresh every REFRESH_S, so a renamed owner or team shows within that time.
+    Everything is read afresh every REFRESH_S of `clock` (the controller's), so a renamed owner
+    or team shows within that time.
     """
 
     REFRESH_S = 60.0
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._known: dict[int, JobRequest] = {}
         """By id, in id order."""
         self._checksum = _Checksum()
         self._queues: dict[int, tuple[int, bool]] = {}
         self.index = QueueIndex()
-        self._read_at = 0.0
+        self._read_at = -math.inf
         self._returned: set[int] = set()
 
     def current(self) -> list[JobRequest]:
         """The queued jobs' requests, in id order; `index` holds the same."""
-        if time.monotonic() - self._read_at >= self.REFRESH_S:
+        if self.clock() - self._read_at >= self.REFRESH_S:
             self._known, self._checksum, self.index = {}, _Checksum(), QueueIndex()
-            self._read_at = time.monotonic()
+            self._read_at = self.clock()
         queues = {
             queue_id: (priority, preemptible)
             for queue_id, priority, preemptible in Queue.unscoped.order_by().values_list(
@@ -351,16 +353,17 @@ class PolicyTables:
     Leads and admins change them now and then; the controller read them every cycle, three of
     its snapshot's seven queries and about a third of its time in the Kueue replay, while a
     freed node waited for the cycle. An edit reaches the scheduler up to `max_age_s` later (the
-    cycle after an edit may already come up to `Timing.cycle_every_s` later).
+    cycle after an edit may already come up to `Timing.cycle_every_s` later). Ages are read on
+    `clock`, the controller's.
     """
 
-    def __init__(self, max_age_s: float = 0.0) -> None:
-        self.max_age_s = max_age_s
+    def __init__(self, max_age_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s, self.clock = max_age_s, clock
         self._read_at = -math.inf
         self._tables: Policy | None = None
 
     def current(self) -> Policy:
-        now = time.monotonic()
+        now = self.clock()
         if self._tables is None or now - self._read_at >= self.max_age_s:
             self._tables, self._read_at = _read_policy(), now
         return self._tables

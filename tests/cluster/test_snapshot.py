@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -12,6 +13,7 @@ from jobs.models import Job, State
 from jobs.spec import parse_spec
 from quotas.models import Quota
 from scheduler.queue import QueueIndex
+from tests.cluster.conftest import SteppedClock
 from tests.conftest import World, spec
 
 pytestmark = pytest.mark.django_db
@@ -169,16 +171,30 @@ def _job(job_id: int) -> Job:
 
 
 def test_policy_tables_are_read_again_once_they_are_older_than_asked(world: World) -> None:
-    kept, fresh = PolicyTables(max_age_s=60), PolicyTables(max_age_s=0)
+    clock = SteppedClock()
+    kept = PolicyTables(max_age_s=60, clock=clock)
     before = kept.current()
-    assert fresh.current() == before
     Quota.unscoped.filter(team=world.vision).update(limit=24)
 
+    clock.advance(59.9)
     with CaptureQueriesContext(connection) as queries:
         assert kept.current() == before  # within its age: no query, the old limit
     assert len(queries) == 0
-    limits = {(q.team, q.gpu_type): q.limit for q in fresh.current()[1]}
+    clock.advance(0.1)
+    limits = {(q.team, q.gpu_type): q.limit for q in kept.current()[1]}
     assert limits["vision", "h100-80g"] == 24
+
+
+def test_queued_requests_are_read_afresh_every_refresh_on_the_clock(world: World) -> None:
+    clock = SteppedClock()
+    queue = QueuedRequests(clock)
+    job = _submit(world)
+    assert [r.member for r in queue.current()] == ["bob"]
+    User.objects.filter(username="bob").update(username="robert")
+    clock.advance(QueuedRequests.REFRESH_S - 0.1)
+    assert [r.member for r in queue.current()] == ["bob"]  # kept: the row is not read again
+    clock.advance(0.1)
+    assert [(r.id, r.member) for r in queue.current()] == [(job, "robert")]
 
 
 def test_nodes_show_their_free_gpus_after_what_the_portal_placed_there(world: World) -> None:
