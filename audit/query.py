@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
+from django.utils.translation import gettext as _
 
 from audit.chain import canonical_json
 from audit.models import AuditEvent, AuditQuerySet
@@ -42,7 +43,7 @@ def _moment(field: str, raw: str) -> datetime:
     if value is None and (day := parse_date(raw)) is not None:
         value = datetime(day.year, day.month, day.day)
     if value is None:
-        raise FieldErrors({field: "must be an ISO date or date-time, e.g. 2026-12-01"})
+        raise FieldErrors({field: _("must be an ISO date or date-time, e.g. 2026-12-01")})
     return make_aware(value) if value.tzinfo is None else value
 
 

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 
 from base.errors import FieldErrors
 
@@ -15,7 +16,7 @@ def flash_errors(request: HttpRequest, exc: ValidationError | FieldErrors) -> No
     else:
         items = [("error", "; ".join(exc.messages))]
     for field, message in items:
-        messages.error(request, f"{field}: {message}")
+        messages.error(request, _("%(field)s: %(message)s") % {"field": field, "message": message})
 
 
 def int_field(data: dict[str, str], name: str, *, low: int, high: int) -> int:
@@ -24,7 +25,9 @@ def int_field(data: dict[str, str], name: str, *, low: int, high: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise FieldErrors({name: f"must be a whole number, got {raw[:20]!r}"}) from None
+        message = _("must be a whole number, got %(value)r")
+        raise FieldErrors({name: message % {"value": raw[:20]}}) from None
     if not low <= value <= high:
-        raise FieldErrors({name: f"must be between {low} and {high}, got {value}"})
+        message = _("must be between %(low)d and %(high)d, got %(value)d")
+        raise FieldErrors({name: message % {"low": low, "high": high, "value": value}})
     return value

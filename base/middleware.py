@@ -2,17 +2,19 @@
 and the refusal of requests no view could handle.
 
 Actions read the context through `current_request_context()` so the audit trail records who
-asked from where without every call site passing the request down.
+asked from where without every call site passing the request down. Log records carry the
+request id, the user and the team the URL names (`log_fields`, portal/logs.py).
 """
 
 import itertools
-import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -29,6 +31,10 @@ class RequestContext:
 
 
 _context: ContextVar[RequestContext | None] = ContextVar("request_context", default=None)
+_request: ContextVar[HttpRequest | None] = ContextVar("request", default=None)
+# Django logs a request's 4xx and 5xx answers after the middleware returned: those records name
+# their request, whose context is found here.
+_contexts: WeakKeyDictionary[HttpRequest, RequestContext] = WeakKeyDictionary()
 
 
 def current_request_context() -> RequestContext | None:
@@ -78,17 +84,47 @@ class RequestContextMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         given = request.headers.get("X-Request-ID", "")
         context = RequestContext(request_id(given), client_ip(request))
-        with request_context(context):
-            response = self.get_response(request)
+        _contexts[request] = context
+        token = _request.set(request)
+        try:
+            with request_context(context):
+                response = self.get_response(request)
+        finally:
+            _request.reset(token)
         response["X-Request-ID"] = context.request_id
         return response
 
+    def process_view(self, request: HttpRequest, *args: object) -> None:
+        # The session's user is loaded here, before the view, so that a log record written
+        # later (perhaps in a transaction that already failed) never has to query for it.
+        user = getattr(request, "user", None)
+        if user is not None:
+            user.is_authenticated  # noqa: B018  (evaluates the lazy user)
 
-class RequestIdLogFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        context = _context.get()
-        record.request_id = context.request_id if context else "-"
-        return True
+
+def log_fields(
+    logger: object, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: the request's id, user and team (from the URL) on a record.
+
+    The request is the record's own (Django's records name it) or the one being served. An API
+    token's user is the request's user once DRF authenticated it, so it is read at log time.
+    """
+    request = event.pop("request", None)
+    if not isinstance(request, HttpRequest):
+        request = _request.get()
+    context = (_contexts.get(request) if request is not None else None) or _context.get()
+    if context is not None:
+        event.setdefault("request_id", context.request_id)
+    if request is None:
+        return event
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        event.setdefault("user", user.get_username())
+    match = request.resolver_match
+    if match is not None and "team_slug" in match.kwargs:
+        event.setdefault("team", match.kwargs["team_slug"])
+    return event
 
 
 def _refusal(request: HttpRequest, status: int, field: str, message: str) -> HttpResponse:

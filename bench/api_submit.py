@@ -1,10 +1,16 @@
 """Submission throughput of the API: 16 clients submit jobs and read /api/v1/me/ for 30 s.
 
-Serves the portal with uvicorn on PostgreSQL (a fresh database `portal_bench`), creates one
-user and API token per client, then each client alternates POST /api/v1/jobs/ and GET
-/api/v1/me/. Prints submissions/s, p50/p99 latency of both, and their throughput ratio.
+Serves the portal on PostgreSQL (a fresh database `portal_bench` per server), creates one user
+and API token per client, then each client alternates POST /api/v1/jobs/ and GET /api/v1/me/.
+Prints submissions/s and p50/p99 latency of both for each server, side by side:
 
-    python bench/api_submit.py [--clients 16] [--seconds 30] [--workers 2] [--json]
+- gunicorn: the `web` role as the image runs it (deploy/image/entrypoint.sh): `portal.wsgi` in
+  `--workers` processes of `--threads` threads each;
+- uvicorn: the `ws` role, `portal.asgi` in `--workers` processes, as `web` was served before
+  (every synchronous view of a process on its one thread).
+
+    python bench/api_submit.py [--server both|gunicorn|uvicorn] [--clients 16] [--seconds 30]
+                               [--workers 2] [--threads 8] [--json]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust), as on the development machines.
 Everything it talks to is on 127.0.0.1, and the run stops by itself.
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -29,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.postgres import ROOT, environment, fresh_database
 
 DATABASE = "portal_bench"
+ENTRYPOINT = ROOT / "deploy" / "image" / "entrypoint.sh"
+SERVERS = ("gunicorn", "uvicorn")
 
 
 def _free_port() -> int:
@@ -146,63 +155,81 @@ async def _run(base: str, tokens: list[str], seconds: float) -> dict[str, float]
 def _wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
     for _ in range(100):
         if server.poll() is not None:
-            raise SystemExit("uvicorn exited during start-up")
+            raise SystemExit("the server exited during start-up")
         try:
-            httpx.get(f"{base}/api/schema/", timeout=1)
+            httpx.get(f"{base}/healthz", timeout=1)
             return
         except httpx.HTTPError:
             time.sleep(0.2)
-    raise SystemExit("uvicorn did not come up")
+    raise SystemExit("the server did not come up")
+
+
+def _command(server: str) -> list[str]:
+    """The role as the image runs it (deploy/image/entrypoint.sh): gunicorn is `web`, uvicorn
+    `ws`, which is how `web` was served before."""
+    return ["sh", str(ENTRYPOINT), "web" if server == "gunicorn" else "ws"]
+
+
+def _server_env(port: int, args: argparse.Namespace) -> dict[str, str]:
+    return _env() | {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "WEB_WORKERS": str(args.workers),
+        "WEB_THREADS": str(args.threads),
+    }
+
+
+def measure(server: str, args: argparse.Namespace) -> dict[str, float]:
+    """One server's figures, on a database of its own."""
+    tokens = _prepare(args.clients)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(_command(server), env=_server_env(port, args), cwd=ROOT)
+    try:
+        _wait_up(base, process)
+        return asyncio.run(_run(base, tokens, args.seconds))
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _print(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> None:
+    cores = os.cpu_count()
+    print(
+        f"{args.clients} clients, {args.seconds:.0f} s, PostgreSQL, {cores} cores, "
+        f"{args.workers} processes (gunicorn: {args.threads} threads each)"
+    )
+    print(
+        f"  {'server':<9} {'submit/s':>9} {'p50 ms':>7} {'p99 ms':>7}   "
+        f"{'/me/ p50':>8} {'/me/ p99':>8}"
+    )
+    for server, f in results.items():
+        print(
+            f"  {server:<9} {f['submissions_per_s']:9.1f} {f['submit_p50_ms']:7.1f}"
+            f" {f['submit_p99_ms']:7.1f}   {f['me_p50_ms']:8.1f} {f['me_p99_ms']:8.1f}"
+        )
+    if len(results) == 2:
+        rate = results["gunicorn"]["submissions_per_s"] / results["uvicorn"]["submissions_per_s"]
+        p99 = results["gunicorn"]["submit_p99_ms"] / results["uvicorn"]["submit_p99_ms"]
+        print(f"  gunicorn : uvicorn  submissions/s {rate:.2f}, submit p99 {p99:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", choices=["both", *SERVERS], default="both")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    tokens = _prepare(args.clients)
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "portal.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ],
-        env=_env(),
-        cwd=ROOT,
-    )
-    try:
-        _wait_up(base, server)
-        figures = asyncio.run(_run(base, tokens, args.seconds))
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+    servers = SERVERS if args.server == "both" else (args.server,)
+    results = {server: measure(server, args) for server in servers}
     if args.json:
-        print(json.dumps(figures))
-        return
-    print(f"{args.clients} clients, {args.seconds:.0f} s, uvicorn x{args.workers}, PostgreSQL")
-    print(
-        f"  submit   {figures['submissions_per_s']:7.1f}/s  p50 {figures['submit_p50_ms']:6.1f} ms"
-        f"  p99 {figures['submit_p99_ms']:6.1f} ms"
-    )
-    print(
-        f"  /me/     {figures['me_per_s']:7.1f}/s  p50 {figures['me_p50_ms']:6.1f} ms"
-        f"  p99 {figures['me_p99_ms']:6.1f} ms"
-    )
-    print(f"  submit : /me/ p50 latency ratio {figures['submit_vs_me_p50_ratio']:.2f}")
+        print(json.dumps(results))
+    else:
+        _print(args, results)
 
 
 if __name__ == "__main__":

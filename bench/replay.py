@@ -19,8 +19,11 @@ group's nodes round-robin over that many racks (label `rack`):
       - {team: vision, gpu_type: h100-80g, guaranteed: 64, limit: 128}
     weights: {vision: 2.0}
 
-With --json one JSON object (keys wall_s, usage_pct, wait_s{class|team: {avg,p50,p99}},
-avg_jct_s, jain_fairness, eta_mae_s, quota_violations, plus bookkeeping); else a table. For the
+With --json one JSON object (keys wall_s, usage_pct (useful work), lost_gpu_s and lost_pct (work
+preemption threw away), preemptions, wait_s{class|team: {avg,p50,p99}}, avg_jct_s,
+fairness{teams, jain_usage_per_share, jain_wait}, eta{class: {submit|change: {n, p50_s, p90_s,
+n_relative, p50_rel, p90_rel}}}, quota_violations, plus bookkeeping; see scheduler/metrics.py);
+else a table. For the
 Kueue baseline scenario, Kueue's published figures are printed alongside with ratios. --compare
 runs fifo, fair and capacity side by side.
 """
@@ -135,12 +138,34 @@ def shares(trace: Trace) -> dict[str, float]:
     return {team: gpus or weights.get(team, 1.0) for team, gpus in owned.items()}
 
 
-def replay(trace: Trace, config: PolicyConfig) -> dict[str, Any]:
+def replay(trace: Trace, config: PolicyConfig, explain_every: int = 1) -> dict[str, Any]:
     began = time.perf_counter()
-    figures = report(simulate(trace, config), shares(trace))
+    figures = report(simulate(trace, config, explain_every=explain_every), shares(trace))
     figures["replay_wall_clock_s"] = time.perf_counter() - began
     figures["policy"] = str(config.policy)
     return figures
+
+
+def _figure(value: float | None, count: int, percent: bool = False) -> str:
+    if value is None:
+        return f"n/a ({count})"
+    return f"{100 * value:.1f} %" if percent else f"{value:.1f}"
+
+
+def print_eta(eta: dict[str, Any]) -> None:
+    print("estimate error |estimated - actual start|: median, p90 in s; relative to the wait")
+    heads = ("n", "p50 s", "p90 s", "n rel", "p50", "p90")
+    print(f"{'class':<11}{'made':<8}" + "".join(f"{h:>9}" for h in heads))
+    if not eta:
+        print("no job waited with an estimate: n/a (0 samples)")
+    for label, kinds in eta.items():
+        for kind, e in kinds.items():
+            print(
+                f"{label:<11}{kind:<8}{e['n']:>9}{_figure(e['p50_s'], e['n']):>9}"
+                f"{_figure(e['p90_s'], e['n']):>9}{e['n_relative']:>9}"
+                f"{_figure(e['p50_rel'], e['n_relative'], True):>9}"
+                f"{_figure(e['p90_rel'], e['n_relative'], True):>9}"
+            )
 
 
 def print_table(figures: dict[str, Any], kueue: bool) -> None:
@@ -159,8 +184,22 @@ def print_table(figures: dict[str, Any], kueue: bool) -> None:
         if kueue and key in KUEUE:
             line += f"{KUEUE[key]:>10.1f}{ours / KUEUE[key]:>8.3f}{GOAL[key]:>8.1f}"
         print(line)
-    for name in ("avg_jct_s", "jain_fairness", "eta_mae_s", "quota_violations", "decisions_per_s"):
+    for name in ("lost_pct", "lost_gpu_s", "preemptions", "most_preempted", "avg_jct_s"):
+        print(f"{name:<18}{figures[name]:>10.2f}")
+    for name in ("quota_violations", "decisions_per_s"):
         print(f"{name:<18}{figures[name]:>10.3f}")
+    fairness = figures["fairness"]
+    print(
+        f"fairness: Jain over teams' usage per share {fairness['jain_usage_per_share']:.3f}, "
+        f"over their average waits {fairness['jain_wait']:.3f}"
+    )
+    print(f"{'team':<12}{'share':>8}{'usage':>8}{'use/share':>10}{'avg wait s':>12}")
+    for team, t in fairness["teams"].items():
+        print(
+            f"{team:<12}{100 * t['share']:>7.1f}%{100 * t['usage_share']:>7.1f}%"
+            f"{t['usage_per_share']:>10.2f}{t['avg_wait_s']:>12.1f}"
+        )
+    print_eta(figures["eta"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,6 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quotas", type=Path)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--compare", action="store_true", help="fifo, fair and capacity")
+    parser.add_argument(
+        "--explain-every",
+        type=int,
+        default=1,
+        help="estimate every Nth cycle only (faster; estimates are then sampled)",
+    )
     args = parser.parse_args(argv)
     if args.input.suffix in (".yaml", ".yml"):
         trace, config = load_scenario(args.input)
@@ -179,7 +224,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("a CSV trace needs --cluster and --quotas")
         trace, config = load_trace(args.input, args.cluster, args.quotas), PolicyConfig()
     policies = list(Policy) if args.compare else [Policy(args.policy or config.policy)]
-    results = [replay(trace, PolicyConfig(**{**_fields(config), "policy": p})) for p in policies]
+    results = [
+        replay(trace, PolicyConfig(**{**_fields(config), "policy": p}), args.explain_every)
+        for p in policies
+    ]
     kueue = "kueue" in args.input.name
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))

@@ -107,6 +107,9 @@ class Api:
     def post(self, path: str, body: Any = None) -> Any:
         return self.call("POST", path, json=body if body is not None else {})
 
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)
+
     def text(self, path: str, **params: Any) -> Iterator[str]:
         """A text/plain answer, piece by piece as it arrives."""
         wanted = {key: value for key, value in params.items() if value is not None}

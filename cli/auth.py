@@ -66,21 +66,39 @@ def login(
 
 @click.command()
 def logout() -> None:
-    """Forget the token kept in your config file (the URL stays for the next login).
-
-    The token itself stays valid until it expires or you revoke it on the portal's token page.
+    """Revoke the token on the portal and forget it from your config file (the URL stays for
+    the next login). Where the portal cannot be reached or cannot revoke it, the token is
+    still forgotten here: revoke it on the portal's profile page.
 
     \b
     Example:
       gpuctl logout
     """
     kept = config.stored()
-    if kept.pop("token", None) is None:
+    token = kept.pop("token", None)
+    if token is None:
         click.echo(_("Not signed in."))
         return
+    revoked = _revoke(kept.get("url"), token)
     kept.pop("username", None)
     config.store(kept)
     click.echo(_("Signed out: the token is gone from %(path)s.") % {"path": config.config_path()})
+    if not revoked:
+        click.echo(
+            _("The portal did not revoke the token: revoke it on your profile page."), err=True
+        )
+
+
+def _revoke(url: str | None, token: str) -> bool:
+    """Ask the portal to revoke `token`; False where it could not (older portals answer 404 or
+    405, a token already revoked 401)."""
+    if not url:
+        return False
+    try:
+        Api(url, token).delete("auth/token/")
+    except CliError:
+        return False
+    return True
 
 
 @click.command()

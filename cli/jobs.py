@@ -11,6 +11,8 @@ from cli.api import session
 from cli.errors import INVALID, CliError
 from cli.i18n import _
 from cli.output import emit, output_option, pairs, table, when
+from cli.sweeps import dry_run_table
+from cli.sweeps import submitted as sweep_submitted
 
 MAX_PAGE = 500
 
@@ -94,10 +96,25 @@ def _read_spec(file: TextIO) -> dict[str, Any]:
 
 @click.command()
 @click.argument("spec", type=click.File("r"))
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help=_("Check the spec and tell whether it fits and when it would start; submit nothing."),
+)
 @output_option
-def submit(spec: TextIO, output: str) -> None:
+def submit(spec: TextIO, dry_run: bool, output: str) -> None:
     """Submit a job spec in YAML (the same fields as the API and the web form); `-` reads
     stdin. Each problem is printed as `field: message` (exit code 4).
+
+    A spec with `sweep:` submits a sweep, one job per member, in one request:
+    `array: N` (members 0..N-1) or `params:` (a grid, one member per combination), and
+    optionally `max_parallel`. `{index}` and `{<param>}` in command and args take each
+    member's values (`{{` and `}}` are literal braces); each member also gets SWEEP_INDEX
+    and SWEEP_PARAMS (JSON) in its environment.
+
+    With --dry-run the portal checks the spec as a submission would (the same messages and
+    exit code 4) and prints whether it fits the team's quota and your cap now, and the
+    reason and estimated start it would get. Nothing is submitted.
 
     \b
     Example job.yaml:
@@ -110,12 +127,30 @@ def submit(spec: TextIO, output: str) -> None:
       gpus_per_node: 2
       nodes: 1
     \b
+    Example sweep.yaml (4 jobs, at most 2 at once):
+      name: lr-search
+      image: registry.example/vision/train:1.0
+      command: [python, train.py, "--lr={lr}", "--batch={batch}"]
+      gpu_type: h100-80g
+      gpus_per_node: 1
+      sweep:
+        params: {lr: [0.001, 0.0003], batch: [32, 64]}
+        max_parallel: 2
+    \b
     Examples:
       gpuctl submit job.yaml
+      gpuctl submit job.yaml --dry-run
+      gpuctl submit sweep.yaml
       gpuctl submit - -o json < job.yaml | jq .id
     """
-    job = session().post("jobs/", _read_spec(spec))
-    emit(job, output, _submitted)
+    data = _read_spec(spec)
+    api = session()
+    if dry_run:
+        emit(api.post("jobs/dry-run/", data), output, dry_run_table)
+    elif "sweep" in data:
+        emit(api.post("sweeps/", data), output, sweep_submitted)
+    else:
+        emit(api.post("jobs/", data), output, _submitted)
 
 
 @click.command("ls")

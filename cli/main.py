@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli import auth, cluster, jobs, logs
+from cli import auth, cluster, jobs, logs, sweeps
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -22,7 +22,8 @@ def gpuctl() -> None:
     First sign in (the token is kept in your config file, mode 0600):
       gpuctl login https://portal.example
     then, for example:
-      gpuctl submit job.yaml
+      gpuctl submit job.yaml [--dry-run]
+      gpuctl sweep get 7
       gpuctl ls --mine --state queued,running
       gpuctl why 42
       gpuctl logs 42 -f
@@ -33,7 +34,13 @@ def gpuctl() -> None:
     """
 
 
-for command in (*auth.COMMANDS, *jobs.COMMANDS, logs.logs_command, *cluster.COMMANDS):
+for command in (
+    *auth.COMMANDS,
+    *jobs.COMMANDS,
+    *sweeps.COMMANDS,
+    logs.logs_command,
+    *cluster.COMMANDS,
+):
     gpuctl.add_command(command)
 
 

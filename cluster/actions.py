@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from audit.record import record
 from base.errors import FieldErrors
@@ -23,9 +24,10 @@ def set_cordon(
     """Cordon (no new pods) or uncordon a node in the cluster, then record it."""
     reason = reason.strip()
     if cordon and not reason:
-        raise FieldErrors({"reason": "is required to cordon a node"})
+        raise FieldErrors({"reason": _("is required to cordon a node")})
     if len(reason) > MAX_REASON:
-        raise FieldErrors({"reason": f"must be at most {MAX_REASON} characters"})
+        message = _("must be at most %(most)d characters")
+        raise FieldErrors({"reason": message % {"most": MAX_REASON}})
     backend.set_unschedulable(node.name, cordon)
     with transaction.atomic():
         before = {"cordoned": node.cordoned, "reason": node.cordon_reason}

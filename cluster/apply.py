@@ -18,7 +18,7 @@ from django.db import transaction
 from audit.record import audit_event
 from base.bulk_update import update_values
 from cluster.observe import writing
-from jobs.models import EXPLANATION_FIELDS, Job, State
+from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, State
 from jobs.states import Moves, transition
 from scheduler import Decisions, Pending, ReasonCode
 
@@ -50,6 +50,17 @@ WAITING_FOR_GPUS = frozenset(
 and who is ahead: in a busy queue a job moves among them from one cycle to the next."""
 
 
+Notice = tuple[str, str, datetime | None]
+"""(namespace, Kubernetes Job name, deadline or None): what a job's pods are told
+(`cluster.kubecalls.KubeCalls.notify_on_commit`)."""
+
+
+POSITION_FIGURES = ("queue_position", "team_position")
+"""Figures written beside a waiting job's reason: its place among all waiting jobs and among its
+team's, in the order the policy takes them (1 first). Like the others, rewritten at most every
+`Explanations.refresh_s`."""
+
+
 @dataclass
 class Applied:
     admitted: list[Job] = field(default_factory=list)
@@ -57,6 +68,8 @@ class Applied:
     """(namespace, name) of Kubernetes Jobs to delete: victims whose grace period is over."""
     requeued: list[int] = field(default_factory=list)
     """Ids of those victims, back in the queue."""
+    notices: list[Notice] = field(default_factory=list)
+    """Preemption deadlines to put on (or, None, take off) running jobs' pods."""
 
 
 def _moment(ts: float | None) -> datetime | None:
@@ -113,7 +126,7 @@ def stop_preempted(job: Job, reason: str, moves: Moves | None = None) -> tuple[s
     return deletion
 
 
-def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: Moves) -> None:
+def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: Moves) -> Notice:
     job.grace_until, job.preempted_for_id = grace_until, for_job
     job.state_reason = (
         f"preemption notice ({reason}) for job {for_job}: stops by {grace_until:%H:%M:%S}"
@@ -128,6 +141,29 @@ def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: M
             after={"reason": reason, "for_job": for_job, "grace_until": grace_until.isoformat()},
         )
     )
+    return (job.team.namespace, job.k8s_name, grace_until)
+
+
+def withdraw_notice(job: Job, why: str, moves: Moves) -> Notice:
+    """The job its preemption made room for no longer needs its GPUs: it runs on, untold.
+
+    The owner is to be notified here (a notification scheduled with `transaction.on_commit`)."""
+    grace_until = job.grace_until.isoformat() if job.grace_until else None
+    before = {"for_job": job.preempted_for_id, "grace_until": grace_until}
+    job.state_reason = f"preemption withdrawn: job {job.preempted_for_id} {why}"[:255]
+    job.grace_until, job.preempted_for_id = None, None
+    moves.save(job, ["grace_until", "preempted_for", "state_reason"])
+    moves.audit(
+        audit_event(
+            "job.preempt_withdrawn",
+            actor=None,
+            team=job.team,
+            target=job,
+            before=before,
+            after={"why": why},
+        )
+    )
+    return (job.team.namespace, job.k8s_name, None)
 
 
 @dataclass(frozen=True)
@@ -164,6 +200,8 @@ class Explanations:
             return True
         if (old.estimated_start is None) != (fresh.estimated_start is None):
             return True
+        if old.estimated_start and old.estimated_start < now:  # passed: a user sees it
+            return fresh.at - old.at >= self.estimate_every_s
         if old.estimated_start and fresh.estimated_start:
             drift = abs((fresh.estimated_start - old.estimated_start).total_seconds())
             left = (old.estimated_start - now).total_seconds()
@@ -179,14 +217,18 @@ class Explanations:
         self.written = {i: self.written[i] for i in job_ids if i in self.written}
 
 
+def _positions(pending: Pending) -> dict[str, int]:
+    """The job's place in the queue, kept with its reason's figures (`POSITION_FIGURES`)."""
+    return dict(zip(POSITION_FIGURES, (pending.position, pending.team_position), strict=True))
+
+
 def _pending(decisions: dict[int, Pending], explanations: Explanations, at: datetime) -> None:
     explanations.keep_only(decisions)
     now = explanations.clock()
     changed, written = [], {}
     for job_id, pending in decisions.items():
-        fresh = _Written(
-            pending.reason.code, dict(pending.reason.figures), _moment(pending.estimated_start), now
-        )
+        figures: dict[str, object] = {**pending.reason.figures, **_positions(pending)}
+        fresh = _Written(pending.reason.code, figures, _moment(pending.estimated_start), now)
         if not explanations.stale(job_id, fresh, at):
             continue
         latest = pending.estimated_start_range[1] if pending.estimated_start_range else None
@@ -219,11 +261,18 @@ def apply_decisions(
     # end (`writing`'s unit of work).
     with writing(holder) as jobs:
         jobs.lock(
-            [p.job_id for p in decisions.preemptions] + [a.job_id for a in decisions.admissions]
+            [p.job_id for p in decisions.preemptions]
+            + [a.job_id for a in decisions.admissions]
+            + decisions.released
         )
+        for job_id in decisions.released:
+            victim = jobs.get(job_id)
+            if victim and victim.state in HOLDING_STATES and victim.grace_until is not None:
+                why = "started elsewhere or no longer waits"
+                applied.notices.append(withdraw_notice(victim, why, jobs.moves))
         for preemption in decisions.preemptions:
             victim = jobs.get(preemption.job_id)
-            if victim is None or victim.state not in (State.ADMITTED, State.RUNNING):
+            if victim is None or victim.state not in HOLDING_STATES:
                 continue
             grace = _moment(preemption.grace_until) or now
             if grace <= now:
@@ -231,7 +280,10 @@ def apply_decisions(
                 applied.deletions.append(stop_preempted(victim, reason, jobs.moves))
                 applied.requeued.append(victim.pk)
             elif victim.grace_until is None:
-                _notice(victim, preemption.reason, preemption.for_job_id, grace, jobs.moves)
+                for_job = preemption.for_job_id
+                applied.notices.append(
+                    _notice(victim, preemption.reason, for_job, grace, jobs.moves)
+                )
         for admission in decisions.admissions:
             job = jobs.get(admission.job_id)
             if job is not None and job.state == State.QUEUED:  # not cancelled meanwhile

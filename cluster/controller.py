@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -38,6 +39,17 @@ from tenants.models import Team
 log = logging.getLogger(__name__)
 STANDBY_RETRY_S = 1.0
 """A standby asks for the lease this often, so it leads within about this long of its expiry."""
+
+AddedDuties = Callable[["Controller"], list[Duty]]
+_added_duties: list[AddedDuties] = []
+
+
+def add_duties(duties: AddedDuties) -> None:
+    """Have every controller also run the duties `duties(controller)` makes: apps above
+    `cluster` (monitoring: alert evaluation and the fault loop) join the table without
+    `cluster` importing them. Called from their AppConfig.ready()."""
+    if duties not in _added_duties:
+        _added_duties.append(duties)
 
 
 @dataclass
@@ -160,6 +172,7 @@ class Controller:
                 self._publish_usage,
                 "teams' GPUs held, at most once a period, not once per batch",
             ),
+            *(duty for added in _added_duties for duty in added(self)),
             *periodic_tasks(),
         ]
 

@@ -308,6 +308,15 @@ class KubernetesBackend:
             self._ssl = context
         return self._ssl
 
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> bool:
+        try:
+            self._raw("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         current = self._raw("GET", f"/api/v1/nodes/{node}")
         taints = [

@@ -14,12 +14,20 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
+from datetime import datetime
 from functools import partial
 
 from django.db import transaction
 
 from cluster.backend import ClusterBackend, Unavailable
-from cluster.manifests import FINISHED_TTL_S, LABEL_JOB, companion_objects, job_object
+from cluster.manifests import (
+    FINISHED_TTL_S,
+    JOB_NAME_LABEL,
+    LABEL_JOB,
+    companion_objects,
+    deadline_patch,
+    job_object,
+)
 from cluster.pool import RankedPool
 from jobs.models import Job
 
@@ -30,6 +38,8 @@ so its create must not wait long behind hundreds of others (each takes about 40 
 waiting on the API server). Within `load_api_client`'s 64 connections."""
 DELETE_RANK = (0.0,)
 """Deletes go first: they free the GPUs that admitted jobs' pods wait for."""
+NOTICE_RANK = (0.5,)
+"""Preemption notices after deletes, before creates: a victim's checkpoint time is short."""
 EXPIRE_RANK = (2.0,)
 """Setting finished Jobs' TTL waits for every delete and create: nothing waits for it."""
 
@@ -66,6 +76,14 @@ class KubeCalls:
         for namespace, name in deletions:
             if name:
                 transaction.on_commit(partial(self._delete_after_create, namespace, name))
+
+    def notify_on_commit(self, notices: list[tuple[str, str, datetime | None]]) -> None:
+        """Tell these Jobs' pods their preemption deadline (None: withdrawn) once committed."""
+        for namespace, name, deadline in notices:
+            if name:
+                transaction.on_commit(
+                    partial(self.pool.submit, NOTICE_RANK, self._notify, namespace, name, deadline)
+                )
 
     def expire_on_commit(self, namespace: str, name: str) -> None:
         """Give this finished Job its TTL once the transaction recording its outcome commits."""
@@ -147,6 +165,17 @@ class KubeCalls:
             creating.add_done_callback(
                 lambda _: self.pool.submit(DELETE_RANK, self._delete, namespace, name)
             )
+
+    def _notify(self, namespace: str, name: str, deadline: datetime | None) -> None:
+        """Annotate the Job's pods (shown in their containers through the downward API). A pod
+        missed here (not created yet) runs without it; its SIGTERM still comes."""
+        try:
+            for pod in self.backend.list("pods", f"{JOB_NAME_LABEL}={name}").items:
+                meta = pod["metadata"]
+                if meta["namespace"] == namespace:
+                    self.backend.patch_pod(namespace, meta["name"], deadline_patch(deadline))
+        except Exception as exc:
+            log.warning("telling %s/%s its deadline: %s", namespace, name, exc)
 
     def _expire_later(self, namespace: str, name: str) -> None:
         self.pool.submit(EXPIRE_RANK, self._expire, namespace, name)

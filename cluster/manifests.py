@@ -7,6 +7,7 @@ module that imports the Kubernetes client only sends them.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from jobs.models import Job
@@ -34,8 +35,25 @@ SIMULATION_HINTS = {
 RESTRICTED = {"pod-security.kubernetes.io/" + mode: "restricted" for mode in ("enforce", "warn")}
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # Kubernetes puts it on a Job's pods
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # ... and an Indexed Job's index
+ANNOTATION_DEADLINE = "portal.gpu/preemption-deadline"
+"""Set on a preempted job's pods: when it is stopped (RFC 3339, UTC); removed if withdrawn."""
+PODINFO_DIR = "/etc/podinfo"
+DEADLINE_FILE = "preemption-deadline"
+"""The annotation as a file in every container (downward API): empty until a notice."""
+TERMINATION_GRACE_S = 30
+"""terminationGracePeriodSeconds of a job's pods: SIGTERM comes this long before the deadline."""
 MASTER_PORT = 29500
 """The rendezvous port of rank 0 (torchrun's default)."""
+
+
+def sigterm_lead(grace_s: float) -> float:
+    """How long before a preemption deadline a victim's pods get SIGTERM: the pods' termination
+    grace, or half the preemption grace where that is shorter (SIGKILL comes at the deadline)."""
+    return min(float(TERMINATION_GRACE_S), grace_s / 2)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def job_name(job: Job) -> str:
@@ -196,6 +214,7 @@ def _container(job: Job) -> dict[str, Any]:
         "args": list(job.args),
         "env": _env(job),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [{"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True}],
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "runAsNonRoot": True,
@@ -203,6 +222,18 @@ def _container(job: Job) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
+
+
+def _podinfo_volume() -> dict[str, Any]:
+    field = f"metadata.annotations['{ANNOTATION_DEADLINE}']"
+    items = [{"path": DEADLINE_FILE, "fieldRef": {"fieldPath": field}}]
+    return {"name": "podinfo", "downwardAPI": {"items": items}}
+
+
+def deadline_patch(deadline: datetime | None) -> dict[str, Any]:
+    """The merge patch that tells a job's pod its preemption deadline, or takes it back."""
+    value = rfc3339(deadline) if deadline is not None else None
+    return {"metadata": {"annotations": {ANNOTATION_DEADLINE: value}}}
 
 
 def job_object(job: Job) -> dict[str, Any]:
@@ -223,6 +254,8 @@ def job_object(job: Job) -> dict[str, Any]:
         "affinity": _affinity(nodes, name),
         "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [_container(job)],
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "volumes": [_podinfo_volume()],
     }
     if job.nodes > 1:
         pod_spec["subdomain"] = name  # the headless Service: pods get stable DNS names

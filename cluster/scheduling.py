@@ -17,16 +17,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from cluster.apply import Explanations, apply_decisions, stop_preempted
+from cluster.apply import Explanations, Notice, apply_decisions, stop_preempted, withdraw_notice
 from cluster.duties import Clock
 from cluster.intake import Intake
 from cluster.kubecalls import KubeCalls
 from cluster.locked import LockedJobs
+from cluster.manifests import sigterm_lead
 from cluster.snapshot import RECENT_IDS, PolicyTables, QueuedRequests, build_snapshot, past_usage
 from jobs.models import HOLDING_STATES, Job, State
 from scheduler import PolicyConfig, decide
@@ -122,6 +124,7 @@ class Scheduling:
         applied = apply_decisions(decisions, now, self.explanations, holder=self.holder)
         ended = self.clock()
         self.kube.delete_on_commit(applied.deletions)
+        self.kube.notify_on_commit(applied.notices)
         self.queued.left(job.pk for job in applied.admitted)
         self.queued.returned(applied.requeued)
         for job in applied.admitted:
@@ -149,20 +152,38 @@ class Scheduling:
         self._delete_cancelled()
 
     def _expire_grace(self) -> None:
-        due = Job.unscoped.filter(state__in=HOLDING_STATES, grace_until__lte=timezone.now())
+        """Victims whose grace period enters its last `sigterm_lead` seconds: their pods get
+        SIGTERM now (the Job is deleted; SIGKILL follows at the deadline), if the job they make
+        room for still waits; otherwise the notice is withdrawn and they run on."""
+        lead = timedelta(seconds=sigterm_lead(self.config.preemption_grace_s))
+        due = Job.unscoped.filter(state__in=HOLDING_STATES, grace_until__lte=timezone.now() + lead)
         job_ids = list(due.values_list("id", flat=True))
         if not job_ids:
             return
-        requeued = []
+        requeued: list[int] = []
+        notices: list[Notice] = []
         with self.writing() as locked:
             locked.lock(job_ids)
-            for job_id in job_ids:
-                job = locked.get(job_id)
-                if job is not None and job.state in HOLDING_STATES and job.grace_until is not None:
-                    reason = f"preempted for job {job.preempted_for_id} after its grace period"
-                    self.kube.delete_on_commit([stop_preempted(job, reason, locked.moves)])
-                    requeued.append(job_id)
-                    self.want()
+            victims = [
+                job
+                for job in map(locked.get, job_ids)
+                if job is not None and job.state in HOLDING_STATES and job.grace_until is not None
+            ]
+            waiting = set(
+                Job.unscoped.filter(
+                    pk__in={job.preempted_for_id for job in victims}, state=State.QUEUED
+                ).values_list("id", flat=True)
+            )
+            for job in victims:
+                if job.preempted_for_id not in waiting:
+                    notices.append(withdraw_notice(job, "no longer waits", locked.moves))
+                    continue
+                reason = f"preempted for job {job.preempted_for_id} after its grace period"
+                self.kube.delete_on_commit([stop_preempted(job, reason, locked.moves)])
+                requeued.append(job.pk)
+            self.kube.notify_on_commit(notices)
+        if victims:
+            self.want()
         self.queued.returned(requeued)
 
     def _delete_cancelled(self) -> None:

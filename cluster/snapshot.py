@@ -21,6 +21,7 @@ from django.db.models.functions import Coalesce
 
 from cluster.models import Node
 from jobs.models import HOLDING_STATES, Job, State
+from jobs.sweeps import within_max_parallel
 from quotas.models import MemberCap, Queue, Quota
 from scheduler import (
     JobRequest,
@@ -53,12 +54,16 @@ _REQUEST = (
     "max_runtime",
     "queue__priority",
     "queue__preemptible",
+    "attempts",
 )
 _RUNNING = ("started_at", "admitted_at", "placement", "grace_until", "preempted_for_id")
 
 
-def _request(row: tuple[Any, ...]) -> JobRequest:
-    job_id, team, member, gpu_type, nodes, gpus, submitted, max_runtime, priority, preemptible = row
+def _request(row: tuple[Any, ...], stops: int | None = None) -> JobRequest:
+    """A job's request; `stops`: times it was stopped and queued again (by default, a queued
+    job's admissions so far: each of them ended in a stop)."""
+    job_id, team, member, gpu_type, nodes, gpus, submitted, max_runtime, *rest = row
+    priority, preemptible, attempts = rest
     return JobRequest(
         id=job_id,
         team=team,
@@ -70,6 +75,7 @@ def _request(row: tuple[Any, ...]) -> JobRequest:
         runtime_limit_s=float(max_runtime),
         priority=priority,
         preemptible=preemptible,
+        restarts=attempts if stops is None else stops,
     )
 
 
@@ -243,9 +249,11 @@ def _holding() -> list[RunningJob]:
     running = []
     for row in rows:
         started, admitted, placement, grace_until, preempted_for = row[len(_REQUEST) :]
+        attempts = row[len(_REQUEST) - 1]
         running.append(
             RunningJob(
-                job=_request(row[: len(_REQUEST)]),
+                # Running its latest attempt: the ones before it were stopped.
+                job=_request(row[: len(_REQUEST)], stops=max(0, attempts - 1)),
                 start_time=_ts(started or admitted),
                 placement=tuple(sorted((node, int(gpus)) for node, gpus in placement.items())),
                 grace_until=_ts(grace_until) if grace_until else None,
@@ -297,6 +305,7 @@ def _nodes(holding: list[RunningJob]) -> tuple[NodeState, ...]:
                 name=name,
                 gpu_type=gpu_type,
                 total_gpus=total,
+                installed_gpus=max(capacity, allocatable),  # healthy or not: what could ever fit
                 free_gpus=max(0, total - used[name]),
                 labels={"rack": rack, "nvlink_domain": nvlink},
                 cordoned=cordoned,
@@ -379,7 +388,7 @@ def build_snapshot(
     teams, quotas, caps = (policy or PolicyTables()).current()
     return Snapshot(
         now=now.timestamp(),
-        queued=tuple((queued or QueuedRequests()).current()),
+        queued=tuple(within_max_parallel(queued or QueuedRequests())),
         running=tuple(holding),
         nodes=_nodes(holding),
         teams=teams,

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from base.auth import signed_in
@@ -36,9 +37,10 @@ def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
             acting_user=signed_in(request),
             backend=connect.backend(),
         )
-        messages.success(request, f"{node.name} {'cordoned' if cordon else 'uncordoned'}.")
+        done = _("%(node)s cordoned.") if cordon else _("%(node)s uncordoned.")
+        messages.success(request, done % {"node": node.name})
     except FieldErrors as exc:
         flash_errors(request, exc)
     except Unavailable as exc:
-        messages.error(request, f"cluster API unavailable: {exc}")
+        messages.error(request, _("cluster API unavailable: %(error)s") % {"error": exc})
     return redirect("manage-nodes")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from jobs.models import Job
 from tenants.access import can_manage_team
@@ -23,7 +24,7 @@ def access_job(user: AnyUser, job_id: int | str, *, write: bool = False) -> Job:
     try:
         pk = int(job_id)
     except (TypeError, ValueError):
-        raise Http404("No such job.") from None
+        raise Http404(_("No such job.")) from None
     job = (
         Job.objects.for_user(user)
         .select_related("team", "owner", "queue", "gpu_type")
@@ -31,7 +32,7 @@ def access_job(user: AnyUser, job_id: int | str, *, write: bool = False) -> Job:
         .first()
     )
     if job is None:
-        raise Http404("No such job.")
+        raise Http404(_("No such job."))
     if write and not can_change_job(user, job):
-        raise PermissionDenied("Only the job's owner and the team's leads can change this job.")
+        raise PermissionDenied(_("Only the job's owner and the team's leads can change this job."))
     return job

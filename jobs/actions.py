@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from audit.record import audit_event, record
 from jobs.limits import Limits, read_limits
@@ -25,38 +26,43 @@ DEFAULT_QUEUE = "normal"
 def _limits(team: Team, user: User, gpu_type: str) -> Limits:
     found = read_limits(team, user, gpu_type)
     if found is None:  # deleted since the caller read it
-        raise SpecError({"team": f"team {team.slug} does not exist"})
+        raise SpecError({"team": _("team %(team)s does not exist") % {"team": team.slug}})
     return found
 
 
 def _queue(team: Team, spec: JobSpec, queues: dict[str, Queue]) -> Queue:
     if spec.queue is not None:
         if spec.queue not in queues:
-            raise SpecError({"queue": f"team {team.slug} has no queue {spec.queue!r}"})
+            message = _("team %(team)s has no queue %(queue)r")
+            raise SpecError({"queue": message % {"team": team.slug, "queue": spec.queue}})
         return queues[spec.queue]
     if DEFAULT_QUEUE in queues:
         return queues[DEFAULT_QUEUE]
     if len(queues) == 1:
         return next(iter(queues.values()))
-    names = ", ".join(sorted(queues)) or "none"
-    raise SpecError({"queue": f"is required (team {team.slug} has: {names})"})
+    names = ", ".join(sorted(queues)) or _("none")
+    message = _("is required (team %(team)s has: %(queues)s)")
+    raise SpecError({"queue": message % {"team": team.slug, "queues": names}})
 
 
 def _quota(team: Team, spec: JobSpec, limits: Limits) -> tuple[GpuType, int]:
     """The spec's GPU type and the team's limit of it, or the reason there is none."""
     if limits.gpu_type is None:
         known = ", ".join(GpuType.objects.values_list("name", flat=True))
-        raise SpecError({"gpu_type": f"unknown GPU type {spec.gpu_type!r} (known: {known})"})
+        message = _("unknown GPU type %(gpu_type)r (known: %(known)s)")
+        raise SpecError({"gpu_type": message % {"gpu_type": spec.gpu_type, "known": known}})
     if limits.limit is None:
-        raise SpecError({"gpu_type": f"team {team.slug} has no quota for {spec.gpu_type}"})
+        message = _("team %(team)s has no quota for %(gpu_type)s")
+        raise SpecError({"gpu_type": message % {"team": team.slug, "gpu_type": spec.gpu_type}})
     return limits.gpu_type, limits.limit
 
 
 def _check_image(team: Team, image: str) -> None:
     if not team.image_allowed(image):
         allowed = team.allowed_image_prefixes()
+        message = _("%(image)s is not on team %(team)s's allow-list (%(allowed)s)")
         raise SpecError(
-            {"image": f"{image} is not on team {team.slug}'s allow-list ({', '.join(allowed)})"}
+            {"image": message % {"image": image, "team": team.slug, "allowed": ", ".join(allowed)}}
         )
 
 
@@ -65,38 +71,37 @@ def _check_fits(
 ) -> None:
     """Refuse a job that could never run, with the limit it crosses."""
     if spec.gpus_per_node > gpu_type.gpus_per_node:
-        raise SpecError(
-            {
-                "gpus_per_node": f"{spec.gpus_per_node} requested, nodes of type "
-                f"{gpu_type.name} have {gpu_type.gpus_per_node}"
-            }
-        )
+        message = _("%(asked)d requested, nodes of type %(gpu_type)s have %(most)d")
+        figures = {"asked": spec.gpus_per_node, "gpu_type": gpu_type.name}
+        raise SpecError({"gpus_per_node": message % {**figures, "most": gpu_type.gpus_per_node}})
     if misfits := node_misfits(
         spec, gpu_type.name, gpu_type.node_cpu_millis, gpu_type.node_memory_bytes
     ):
         raise SpecError(misfits)
+    # One pod per node: more pods than nodes never start. (A single pod needs no count, and
+    # a type with no node seen yet has nothing to refuse by.)
+    node_count = gpu_type.nodes.count() if spec.nodes > 1 else 0
+    if node_count and spec.nodes > node_count:
+        message = _("%(asked)d requested, the cluster has %(count)d nodes of type %(gpu_type)s")
+        figures = {"asked": spec.nodes, "count": node_count, "gpu_type": gpu_type.name}
+        raise SpecError({"nodes": message % figures})
     total = spec.nodes * spec.gpus_per_node
     if total > limit:
-        raise SpecError(
-            {
-                "nodes": f"nodes × gpus_per_node = {total} GPUs requested, team {team.slug}'s "
-                f"limit of {gpu_type.name} is {limit}"
-            }
+        message = _(
+            "nodes × gpus_per_node = %(total)d GPUs requested, team %(team)s's limit of "
+            "%(gpu_type)s is %(limit)d"
         )
+        figures = {"total": total, "team": team.slug, "gpu_type": gpu_type.name, "limit": limit}
+        raise SpecError({"nodes": message % figures})
     if cap is not None and total > cap:
-        raise SpecError(
-            {
-                "nodes": f"nodes × gpus_per_node = {total} GPUs requested, your cap in team "
-                f"{team.slug} is {cap}"
-            }
+        message = _(
+            "nodes × gpus_per_node = %(total)d GPUs requested, your cap in team %(team)s is %(cap)d"
         )
+        raise SpecError({"nodes": message % {"total": total, "team": team.slug, "cap": cap}})
     if spec.max_runtime is not None and spec.max_runtime > queue.max_runtime:
-        raise SpecError(
-            {
-                "max_runtime": f"{spec.max_runtime} s requested, queue {queue.name} allows at "
-                f"most {queue.max_runtime} s"
-            }
-        )
+        message = _("%(asked)d s requested, queue %(queue)s allows at most %(most)d s")
+        figures = {"asked": spec.max_runtime, "queue": queue.name, "most": queue.max_runtime}
+        raise SpecError({"max_runtime": message % figures})
 
 
 def _audit_view(job: Job) -> dict[str, object]:
@@ -121,10 +126,11 @@ def _create(
     team: Team, spec: JobSpec, *, acting_user: User, action: str, cloned_from: Job | None = None
 ) -> Job:
     if spec.team is not None and spec.team != team.slug:
-        raise SpecError({"team": f"spec names team {spec.team!r} but was submitted to {team.slug}"})
+        message = _("spec names team %(named)r but was submitted to %(team)s")
+        raise SpecError({"team": message % {"named": spec.team, "team": team.slug}})
     limits = _limits(team, acting_user, spec.gpu_type)
     if not limits.member and not acting_user.is_staff:
-        raise SpecError({"team": f"you are not a member of team {team.slug}"})
+        raise SpecError({"team": _("you are not a member of team %(team)s") % {"team": team.slug}})
     queue = _queue(team, spec, limits.queues)
     gpu_type, limit = _quota(team, spec, limits)
     _check_image(team, spec.image)
@@ -163,7 +169,8 @@ def cancel_job(job: Job, *, acting_user: User, reason: str = "cancelled by user"
     with transaction.atomic():
         job = Job.objects.for_team(job.team).select_for_update(no_key=True).get(pk=job.pk)
         if job.state in TERMINAL_STATES:
-            raise ValidationError({"state": f"job {job.pk} has already ended ({job.state})"})
+            message = _("job %(id)s has already ended (%(state)s)")
+            raise ValidationError({"state": message % {"id": job.pk, "state": job.state}})
         before = {"state": job.state}
         transition(job, State.CANCELLED, reason, actor=acting_user)
         record(

@@ -6,30 +6,39 @@ import shlex
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from jobs.spec import DEFAULT_MEMORY, SpecError, load_yaml
 
 
 class JobForm(forms.Form):
-    team = forms.ChoiceField()
-    name = forms.CharField(max_length=40, required=False)
-    queue = forms.CharField(max_length=32, required=False, help_text="Default: normal")
-    image = forms.CharField(max_length=255, required=False)
-    command = forms.CharField(required=False, help_text="As in a shell: python train.py")
-    args = forms.CharField(required=False)
+    team = forms.ChoiceField(label=_("Team"))
+    name = forms.CharField(label=_("Name"), max_length=40, required=False)
+    queue = forms.CharField(
+        label=_("Queue"), max_length=32, required=False, help_text=_("Default: normal")
+    )
+    image = forms.CharField(label=_("Image"), max_length=255, required=False)
+    command = forms.CharField(
+        label=_("Command"), required=False, help_text=_("As in a shell: python train.py")
+    )
+    args = forms.CharField(label=_("Arguments"), required=False)
     env = forms.CharField(
+        label=_("Environment"),
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
-        help_text="One NAME=value per line",
+        help_text=_("One NAME=value per line"),
     )
-    gpu_type = forms.ChoiceField()
-    gpus_per_node = forms.IntegerField(initial=1, required=False)
-    nodes = forms.IntegerField(initial=1, required=False)
-    cpu = forms.DecimalField(initial=4, required=False)
-    memory = forms.CharField(initial=DEFAULT_MEMORY, required=False)
-    max_runtime = forms.IntegerField(required=False, help_text="Seconds; default: the queue's")
+    gpu_type = forms.ChoiceField(label=_("GPU type"))
+    gpus_per_node = forms.IntegerField(label=_("GPUs per node"), initial=1, required=False)
+    nodes = forms.IntegerField(label=_("Nodes"), initial=1, required=False)
+    cpu = forms.DecimalField(label=_("CPU cores"), initial=4, required=False)
+    memory = forms.CharField(label=_("Memory"), initial=DEFAULT_MEMORY, required=False)
+    max_runtime = forms.IntegerField(
+        label=_("Runtime limit"), required=False, help_text=_("Seconds; default: the queue's")
+    )
     spec_yaml = forms.CharField(
-        label="…or paste a spec (YAML)",
+        label=_("…or paste a spec (YAML)"),
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         required=False,
     )
@@ -72,7 +81,7 @@ def _words(field: str, text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError:
-        raise SpecError({field: "has unbalanced quotes"}) from None
+        raise SpecError({field: gettext("has unbalanced quotes")}) from None
 
 
 def _env_lines(text: str) -> dict[str, str]:

@@ -35,6 +35,29 @@ SPEC_BODIES = ("command", "args", "env")
 """The spec's fields of unbounded size (up to MAX_SPEC_BYTES): shown only on the job's own page."""
 
 
+class Sweep(TenantOwned):
+    """A set of jobs submitted as one from a spec with `sweep:` (array or parameter grid)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=40)
+    spec = models.JSONField(help_text="The spec as submitted, `sweep:` included (for clones).")
+    param_names = models.JSONField(
+        default=list, blank=True, help_text="The grid's parameters in the order given."
+    )
+    size = models.PositiveIntegerField()
+    max_parallel = models.PositiveIntegerField(null=True, blank=True)
+    cloned_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (sweep #{self.pk}, {self.size} jobs)"
+
+
 class Job(TenantOwned):
     """A GPU job: its spec as submitted, where it stands, and why it waits."""
 
@@ -82,6 +105,10 @@ class Job(TenantOwned):
     cloned_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
+    sweep = models.ForeignKey(
+        Sweep, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs", db_index=False
+    )
+    sweep_index = models.PositiveIntegerField(null=True, blank=True)
 
     submitted_at = models.DateTimeField(auto_now_add=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
@@ -108,6 +135,18 @@ class Job(TenantOwned):
             # reads queued ids every cycle: from this index alone, without the rows.
             models.Index(
                 fields=["id"], name="jobs_job_queued", condition=models.Q(state=State.QUEUED)
+            ),
+            # Sweep members only: a sweep's page reads its members in order, and the controller
+            # reads the active members of sweeps with `max_parallel` every cycle (by state).
+            models.Index(
+                fields=["sweep", "sweep_index"],
+                name="jobs_job_sweep_member",
+                condition=models.Q(sweep__isnull=False),
+            ),
+            models.Index(
+                fields=["state", "sweep"],
+                name="jobs_job_sweep_state",
+                condition=models.Q(sweep__isnull=False),
             ),
         ]
 

@@ -6,9 +6,10 @@ megabyte, and every teammate's list would carry it.
 
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, State
 from jobs.spec import masked_env
 
 
@@ -26,6 +27,7 @@ class JobSummarySerializer(serializers.ModelSerializer[Job]):
     cpu = serializers.CharField()
     reason = serializers.SerializerMethodField()
     estimated_start = serializers.SerializerMethodField()
+    position = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -51,6 +53,7 @@ class JobSummarySerializer(serializers.ModelSerializer[Job]):
             "placement",
             "reason",
             "estimated_start",
+            "position",
             "exit_code",
             "cloned_from",
         ]
@@ -66,9 +69,25 @@ class JobSummarySerializer(serializers.ModelSerializer[Job]):
         }
 
     def get_estimated_start(self, job: Job) -> dict[str, Any] | None:
+        """Never in the past: an estimate that has passed reads as "from now", with `passed`
+        set (the job's `reason` says why it has not started)."""
         if job.estimated_start is None:
             return None
-        return {"earliest": job.estimated_start, "latest": job.estimated_start_latest}
+        now = timezone.now()
+        latest = job.estimated_start_latest or job.estimated_start
+        return {
+            "earliest": max(job.estimated_start, now),
+            "latest": max(latest, job.estimated_start, now),
+            "passed": job.estimated_start < now,
+        }
+
+    def get_position(self, job: Job) -> dict[str, int] | None:
+        """Place among all waiting jobs and among the team's, in the policy's order (1 first),
+        as the scheduler last wrote it."""
+        figures = job.pending_figures or {}
+        if job.state != State.QUEUED or "queue_position" not in figures:
+            return None
+        return {"queue": figures["queue_position"], "team": figures["team_position"]}
 
 
 class JobSerializer(JobSummarySerializer):

@@ -184,51 +184,56 @@ def load_yaml(text: str) -> dict[str, Any]:
         data = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError({"spec": f"is not valid YAML{where}"}) from None
+        if mark is None:
+            raise SpecError({"spec": _("is not valid YAML")}) from None
+        message = _("is not valid YAML at line %(line)d")
+        raise SpecError({"spec": message % {"line": mark.line + 1}}) from None
     if not isinstance(data, dict):
-        raise SpecError({"spec": "must be a mapping of job fields"})
+        raise SpecError({"spec": _("must be a mapping of job fields")})
     return data
 
 
 def _int(errors: dict[str, str], data: dict[str, Any], key: str, low: int, high: int) -> int:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        errors[key] = "must be an integer"
+        errors[key] = _("must be an integer")
         return 0
     if not low <= value <= high:
-        errors[key] = f"must be between {low} and {high}, got {value}"
+        message = _("must be between %(low)d and %(high)d, got %(value)d")
+        errors[key] = message % {"low": low, "high": high, "value": value}
     return value
 
 
 def _strings(errors: dict[str, str], data: dict[str, Any], key: str, required: bool) -> list[str]:
     value = data.get(key, [])
     if isinstance(value, str):
-        errors[key] = 'must be a list of strings, e.g. ["python", "train.py"]'
+        errors[key] = _('must be a list of strings, e.g. ["python", "train.py"]')
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        errors[key] = "must be a list of strings"
+        errors[key] = _("must be a list of strings")
         return []
     if required and (not value or not value[0].strip()):
-        errors[key] = "must be a non-empty list of strings"
+        errors[key] = _("must be a non-empty list of strings")
     if sum(len(v) for v in value) > MAX_ARG_CHARS:
-        errors[key] = f"must be at most {MAX_ARG_CHARS} characters in all"
+        errors[key] = _("must be at most %(most)d characters in all") % {"most": MAX_ARG_CHARS}
     return value
 
 
 def _env(errors: dict[str, str], data: dict[str, Any]) -> dict[str, str]:
     value = data.get("env", {})
     if not isinstance(value, dict):
-        errors["env"] = "must be a map of NAME: value"
+        errors["env"] = _("must be a map of NAME: value")
         return {}
     if len(value) > MAX_ENV:
-        errors["env"] = f"at most {MAX_ENV} variables, got {len(value)}"
+        message = _("at most %(most)d variables, got %(count)d")
+        errors["env"] = message % {"most": MAX_ENV, "count": len(value)}
     env: dict[str, str] = {}
     for name, raw in value.items():
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            errors["env"] = f"{str(name)[:64]!r} is not a valid variable name"
+            message = _("%(name)r is not a valid variable name")
+            errors["env"] = message % {"name": str(name)[:64]}
         elif isinstance(raw, bool) or not isinstance(raw, str | int | float):
-            errors["env"] = f"{name}: value must be a string"
+            errors["env"] = _("%(name)s: value must be a string") % {"name": name}
         elif (size := len(str(raw).encode())) > MAX_ENV_VALUE:
             message = _("%(name)s: value must be at most %(most)d bytes, got %(size)d")
             errors["env"] = message % {"name": name, "most": MAX_ENV_VALUE, "size": size}
@@ -244,7 +249,8 @@ def _cpu(errors: dict[str, str], data: dict[str, Any]) -> Decimal:
     except InvalidOperation:
         cpu = Decimal("nan")
     if cpu.is_nan() or not Decimal("0.1") <= cpu <= MAX_CPU:
-        errors["cpu"] = f"must be a number of cores between 0.1 and {MAX_CPU}"
+        message = _("must be a number of cores between %(least)s and %(most)d")
+        errors["cpu"] = message % {"least": "0.1", "most": MAX_CPU}
         return DEFAULT_CPU
     return cpu.quantize(Decimal("0.001"))
 
@@ -252,40 +258,42 @@ def _cpu(errors: dict[str, str], data: dict[str, Any]) -> Decimal:
 def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
     name = data.get("name")
     if not isinstance(name, str) or not name:
-        errors["name"] = "is required"
+        errors["name"] = _("is required")
     elif len(name) > MAX_NAME or not DNS_LABEL.fullmatch(name):
-        errors["name"] = (
-            f"must be a DNS label: lowercase letters, digits and '-', starting with a letter, "
-            f"at most {MAX_NAME} characters"
+        message = _(
+            "must be a DNS label: lowercase letters, digits and '-', starting with a letter, "
+            "at most %(most)d characters"
         )
+        errors["name"] = message % {"most": MAX_NAME}
     image = data.get("image")
     if not isinstance(image, str) or not image:
-        errors["image"] = "is required"
+        errors["image"] = _("is required")
     elif len(image) > 255 or not IMAGE_REF.fullmatch(image):
-        errors["image"] = "is not a valid image reference (e.g. registry.example/team/train:1.0)"
+        errors["image"] = _("is not a valid image reference (e.g. registry.example/team/train:1.0)")
     for key in ("team", "queue", "gpu_type"):
         if key in data and not isinstance(data[key], str):
-            errors[key] = "must be a string"
+            errors[key] = _("must be a string")
     if not isinstance(data.get("gpu_type"), str):
-        errors.setdefault("gpu_type", "is required")
+        errors.setdefault("gpu_type", _("is required"))
     memory = data.get("memory", DEFAULT_MEMORY)
     if (
         not isinstance(memory, str)
         or len(memory) > MAX_MEMORY_CHARS
         or not QUANTITY.fullmatch(memory)
     ):
-        errors["memory"] = "must be a Kubernetes quantity such as 64Gi"
+        errors["memory"] = _("must be a Kubernetes quantity such as 64Gi")
 
 
 def parse_spec(data: object) -> JobSpec:
     """Check a spec's shape; raise SpecError with every problem found."""
     if not isinstance(data, dict):
-        raise SpecError({"spec": "must be a mapping of job fields"})
+        raise SpecError({"spec": _("must be a mapping of job fields")})
     if unstorable := field_problems(data, whole="spec"):
         raise SpecError(unstorable)  # alone: the other messages may repeat what cannot be shown
     errors: dict[str, str] = {}
+    known = {"fields": ", ".join(FIELDS)}
     for unknown in sorted(set(data) - set(FIELDS), key=str):
-        errors[str(unknown)[:64]] = f"unknown field (known: {', '.join(FIELDS)})"
+        errors[str(unknown)[:64]] = _("unknown field (known: %(fields)s)") % known
     _check_text(errors, data)
     command = _strings(errors, data, "command", required=True)
     args = _strings(errors, data, "args", required=False)

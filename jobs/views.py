@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import messages
@@ -10,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from base.auth import signed_in
@@ -17,6 +19,7 @@ from jobs.access import access_job, can_change_job
 from jobs.actions import cancel_job, clone_job, submit_job
 from jobs.forms import JobForm
 from jobs.models import ACTIVE_STATES, SPEC_BODIES, Job, State
+from jobs.reasons import pending_reason
 from jobs.spec import SpecError, masked_env, parse_spec
 from jobs.usage import usage_against_quota
 from quotas.models import GpuType
@@ -26,6 +29,11 @@ from tenants.models import Membership, Team
 
 def _my_teams(user: Any) -> list[Team]:
     return [m.team for m in Membership.unscoped.filter(user=user).select_related("team")]
+
+
+def _with_reasons(jobs: Iterable[Job]) -> list[tuple[Job, str]]:
+    """Each job with why it waits, in the page's language."""
+    return [(job, pending_reason(job)) for job in jobs]
 
 
 @login_required
@@ -40,7 +48,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "jobs/dashboard.html",
-        {"jobs": active, "usage": usage_against_quota(teams), "teams": teams},
+        {"rows": _with_reasons(active), "usage": usage_against_quota(teams), "teams": teams},
     )
 
 
@@ -61,7 +69,13 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"page": page, "states": State.values, "state": state, "query": query.urlencode()}
+    context = {
+        "page": page,
+        "rows": _with_reasons(page.object_list),
+        "states": State.values,
+        "state": state,
+        "query": query.urlencode(),
+    }
     return render(request, "jobs/list.html", context)
 
 
@@ -83,9 +97,13 @@ def job_new(request: HttpRequest) -> HttpResponse:
             job = submit_job(team, spec, acting_user=signed_in(request))
         except SpecError as exc:
             for field, message in exc.errors.items():
-                form.add_error(None, f"{field}: {message}")
+                form.add_error(
+                    None, _("%(field)s: %(message)s") % {"field": field, "message": message}
+                )
         else:
-            messages.success(request, f"Job {job.name} submitted (#{job.pk}).")
+            messages.success(
+                request, _("Job %(name)s submitted (#%(id)s).") % {"name": job.name, "id": job.pk}
+            )
             return redirect("job-detail", job_id=job.pk)
     return render(request, "jobs/new.html", {"form": form}, status=400)
 
@@ -95,6 +113,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = access_job(request.user, job_id)
     context = {
         "job": job,
+        "reason": pending_reason(job),
         "env": masked_env(job.env),
         "events": job.events.all(),
         "can_change": can_change_job(request.user, job),
@@ -108,7 +127,7 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     job = access_job(request.user, job_id, write=True)
     try:
         cancel_job(job, acting_user=signed_in(request))
-        messages.success(request, f"Job {job.name} cancelled.")
+        messages.success(request, _("Job %(name)s cancelled.") % {"name": job.name})
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     return redirect("job-detail", job_id=job.pk)
@@ -123,5 +142,5 @@ def job_clone(request: HttpRequest, job_id: int) -> HttpResponse:
     except SpecError as exc:
         messages.error(request, str(exc))
         return redirect("job-detail", job_id=job.pk)
-    messages.success(request, f"Cloned as #{clone.pk}.")
+    messages.success(request, _("Cloned as #%(id)s.") % {"id": clone.pk})
     return redirect("job-detail", job_id=clone.pk)

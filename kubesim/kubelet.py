@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim import downward
 from kubesim.api import Api
 from kubesim.clock import rfc3339
 from kubesim.events import EventRecorder
@@ -41,6 +42,8 @@ class PodState:
     runs: list[Run] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)
     stage: str = "creating"  # creating, running, backoff, done, killing
+    files: dict[str, str] = field(default_factory=dict)
+    """Its downward API files as its containers see them (`kubesim.downward`)."""
 
 
 def _annotation(pod: Obj, key: str, default: float) -> float:
@@ -108,7 +111,9 @@ class Kubelet:
             return
         node = pod["spec"].get("nodeName")
         if state is None and node and pod["status"].get("phase") == "Pending":
-            self.pods[uid] = PodState(pod["metadata"]["namespace"], pod["metadata"]["name"], node)
+            state = PodState(pod["metadata"]["namespace"], pod["metadata"]["name"], node)
+            state.files = downward.files(pod)
+            self.pods[uid] = state
             self.timers.at(self.api.clock.now() + self.startup_s, lambda: self._start(uid))
         elif (
             state is not None
@@ -116,8 +121,25 @@ class Kubelet:
             and state.stage != "killing"
         ):
             grace = pod["metadata"].get("deletionGracePeriodSeconds", 30)
+            running = state.stage == "running"
             state.stage = "killing"
+            if running and grace > 0:
+                self._note(state, f"kubesim: SIGTERM, SIGKILL in {grace} s")
             self.timers.at(self.api.clock.now() + min(grace, STOP_S), lambda: self._kill(uid))
+        elif state is not None:
+            self._sync_files(state, pod)
+
+    def _sync_files(self, state: PodState, pod: Obj) -> None:
+        """Rewrite the pod's downward API files that changed; a running container notices."""
+        fresh = downward.files(pod)
+        for path, content in sorted(fresh.items()):
+            if state.files.get(path) != content and state.stage == "running":
+                self._note(state, f"kubesim: file {path}: {content!r}")
+        state.files = fresh
+
+    def _note(self, state: PodState, text: str) -> None:
+        if state.runs and state.runs[-1].finished is None:
+            state.runs[-1].notes.append((self.api.clock.now(), text))
 
     def _current(self, uid: str) -> tuple[PodState, Stored] | None:
         state = self.pods.get(uid)

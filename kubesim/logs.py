@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 LINE_INTERVAL_S = 1.0
@@ -20,6 +20,9 @@ class Run:
     ends: float | None  # None: runs until killed
     exit_code: int
     finished: float | None = None
+    notes: list[tuple[float, str]] = field(default_factory=list)
+    """What the kubelet did to the running container (a downward API file changed, SIGTERM),
+    written into its log as the container would report it."""
 
 
 def _noise(seed: str, step: int) -> float:
@@ -55,10 +58,13 @@ def lines(
     end = min(now, run.finished if run.finished is not None else now)
     steps = int((end - run.started) / LINE_INTERVAL_S)
     first = 1 if after is None else max(1, int((after - run.started) / LINE_INTERVAL_S))
-    for step in range(first, steps + 1):
-        at = run.started + step * LINE_INTERVAL_S
-        if after is None or at > after:
-            yield at, _line(seed, step, len(gpus))
+    moments = ((run.started + step * LINE_INTERVAL_S, step) for step in range(first, steps + 1))
+    written = [
+        (at, _line(seed, step, len(gpus))) for at, step in moments if after is None or at > after
+    ]
+    written += [(at, n) for at, n in run.notes if at <= end and (after is None or at > after)]
+    written.sort(key=lambda entry: entry[0])  # stable: a note after the step of its moment
+    yield from written
     if run.finished is not None and run.finished <= now and (after is None or run.finished > after):
         verdict = (
             "training finished"

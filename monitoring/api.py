@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
@@ -27,7 +28,8 @@ def _positive_int(request: Request, name: str, default: int | None, top: int) ->
     if raw is None:
         return default
     if not raw.isdigit() or not 1 <= int(raw) <= top:
-        raise ValidationError({name: [f"must be a whole number between 1 and {top}"]})
+        message = _("must be a whole number between 1 and %(most)d") % {"most": top}
+        raise ValidationError({name: [message]})
     return int(raw)
 
 

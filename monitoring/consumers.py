@@ -8,6 +8,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from base.consumers import TenantConsumer
 from base.delivery import Delivery
@@ -54,5 +55,5 @@ class ClusterConsumer(TenantConsumer):
 
     def authorised_groups(self, user: Any) -> list[str]:
         if not user.is_staff:
-            raise PermissionDenied("The cluster view is for platform admins.")
+            raise PermissionDenied(_("The cluster view is for platform admins."))
         return [CLUSTER_GROUP]

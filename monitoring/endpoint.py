@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from base.client_ip import scope_client_ip
 from base.middleware import RequestContext, request_context, request_id
 from monitoring import intake
 from monitoring.intake import Received, Reply
@@ -41,8 +42,7 @@ TOO_DEEP = Reply(400, {"non_field_errors": ["the body is JSON nested too deeply 
 async def agent_samples(scope: Scope, receive: Receive, send: Send) -> None:
     headers = dict(scope["headers"])
     given = headers.get(b"x-request-id", b"").decode("latin-1")
-    client = scope.get("client")
-    context = RequestContext(request_id(given), client[0] if client else None)
+    context = RequestContext(request_id(given), scope_client_ip(scope))
     with request_context(context):
         try:
             await _serve(scope["method"], headers, receive, send, context.request_id)

@@ -1,8 +1,12 @@
-"""GPU metrics the agents post: per-minute roll-ups, per-job aggregates, and Xid events."""
+"""GPU metrics the agents post: per-minute roll-ups, per-job aggregates, Xid events; alert
+rules, silences and alerts; incidents of the fault loop."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from tenants.scoping import TenantOwned
 
@@ -65,10 +69,21 @@ class XidEvent(models.Model):
     xid = models.PositiveIntegerField()
     fatal = models.BooleanField()
     at = models.DateTimeField()
+    action = models.CharField(
+        max_length=16,
+        default="none",
+        help_text="What the catalogue says to do (monitoring.faults).",
+    )
+    handled_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the controller's fault loop acted on it."
+    )
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["node", "at"])]
+        indexes = [
+            models.Index(fields=["node", "at"]),
+            models.Index(fields=["id"], condition=Q(handled_at=None), name="xid_unhandled"),
+        ]
 
     def __str__(self) -> str:
         return f"Xid {self.xid} on {self.gpu_id} at {self.at:%Y-%m-%d %H:%M:%S}"
@@ -89,3 +104,162 @@ class AgentCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}/{self.boot}: {self.seq}"
+
+
+class Level(models.TextChoices):
+    WARNING = "warning", _("warning")
+    CRITICAL = "critical", _("critical")
+
+
+class Scope(models.TextChoices):
+    CLUSTER = "cluster", _("cluster")
+    GPU_TYPE = "gpu_type", _("GPU type")
+    NODE = "node", _("node")
+    TEAM = "team", _("team")
+    JOB = "job", _("job")
+
+
+class AlertRule(models.Model):
+    """A metric (a DCGM field of the GPUs' latest samples, or a portal figure), where it applies,
+    and when it alerts: past a warning or critical threshold for `duration_s`."""
+
+    name = models.CharField(max_length=100, unique=True)
+    metric = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.CLUSTER)
+    scope_value = models.CharField(
+        max_length=100, blank=True, help_text="The GPU type, node, team slug or job id scoped to."
+    )
+    below = models.BooleanField(default=False, help_text="Alert when the value is at or below.")
+    warning = models.FloatField(null=True, blank=True)
+    critical = models.FloatField(null=True, blank=True)
+    duration_s = models.PositiveIntegerField(default=0)
+    repeat_s = models.PositiveIntegerField(default=3600)
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Silence(models.Model):
+    """No notifications, until `ends_at`, of a rule's alerts (or all rules'), of subjects that
+    start with `subject` (all when empty)."""
+
+    rule = models.ForeignKey(
+        AlertRule, null=True, blank=True, on_delete=models.CASCADE, related_name="silences"
+    )
+    subject = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=255)
+    ends_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-ends_at"]
+
+    def __str__(self) -> str:
+        return f"silence of {self.rule_id or 'all'} {self.subject} until {self.ends_at}"
+
+
+class AlertState(models.TextChoices):
+    PENDING = "pending", _("pending")
+    FIRING = "firing", _("firing")
+    ACKNOWLEDGED = "acknowledged", _("acknowledged")
+    RESOLVED = "resolved", _("resolved")
+
+
+LIVE_ALERT_STATES = (AlertState.PENDING, AlertState.FIRING, AlertState.ACKNOWLEDGED)
+
+
+class Alert(models.Model):
+    """One rule's condition on one subject (a GPU, node or job), from the moment it held until it
+    cleared: one live alert per rule and subject."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    subject = models.CharField(max_length=200)
+    level = models.CharField(max_length=10, choices=Level.choices)
+    state = models.CharField(max_length=12, choices=AlertState.choices)
+    value = models.FloatField()
+    team = models.ForeignKey(
+        "tenants.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    node = models.ForeignKey(
+        "cluster.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(help_text="When the condition first held.")
+    fired_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "subject"],
+                condition=~Q(state="resolved"),
+                name="one_live_alert_per_rule_subject",
+            )
+        ]
+        indexes = [models.Index(fields=["state"]), models.Index(fields=["team", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.rule.name} on {self.subject} ({self.state})"
+
+
+class IncidentState(models.TextChoices):
+    OPEN = "open", _("open")
+    RESOLVED = "resolved", _("resolved")
+
+
+class Incident(models.Model):
+    """A fault and what it took: its timeline, what it touched, and the admins' post-mortem."""
+
+    title = models.CharField(max_length=200)
+    state = models.CharField(
+        max_length=10, choices=IncidentState.choices, default=IncidentState.OPEN
+    )
+    action = models.CharField(max_length=16)
+    opened_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    nodes = models.JSONField(default=list, blank=True)
+    gpus = models.JSONField(default=list, blank=True, help_text='["node/index", ...]')
+    jobs = models.JSONField(default=list, blank=True, help_text="Ids of the jobs it moved.")
+    teams = models.JSONField(default=list, blank=True, help_text="Slugs of their teams.")
+    root_cause = models.TextField(blank=True)
+    follow_ups = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class IncidentEvent(models.Model):
+    """One line of an incident's timeline."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16)
+    text = models.CharField(max_length=500)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.incident_id} {self.kind}: {self.text}"

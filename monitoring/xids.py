@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils import timezone
+
 from base.streams import CLUSTER_GROUP, XidMessage
 from cluster.models import Gpu
+from monitoring.catalog import GPU_OUT, XIDS, Action, classify_xid
 from monitoring.models import XidEvent
 
-# Xids after which the GPU needs a reset or a replacement (NVIDIA's Xid catalogue): 48 double-bit
-# ECC, 74 NVLink error, 79 fallen off the bus, 94/95 contained/uncontained ECC error.
-FATAL_XIDS = frozenset({48, 74, 79, 94, 95})
+# Xids after which the GPU needs a reset, a reboot or a replacement (monitoring.catalog): the GPU
+# leaves the scheduler's capacity at once; the controller's fault loop does the rest.
+FATAL_XIDS = frozenset(xid for xid, (action, _) in XIDS.items() if action in GPU_OUT)
 
 
 def store_xids(
@@ -27,6 +30,9 @@ def store_xids(
             xid=x["xid"],
             fatal=x["xid"] in FATAL_XIDS,
             at=datetime.fromtimestamp(x["at"], tz=UTC),
+            action=classify_xid(x["xid"]),
+            # Nothing for the fault loop to do: handled as it arrives.
+            handled_at=timezone.now() if classify_xid(x["xid"]) == Action.NONE else None,
         )
         for x in xids
     ]

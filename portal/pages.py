@@ -1,10 +1,11 @@
 """Page URLs of every app, in one list so the isolation test can walk them."""
 
-from django.urls import path
+from django.urls import include, path
 
 from audit import views as audit_views
 from billing import views as billing_views
 from cluster import views as cluster_views
+from jobs import sweep_views
 from jobs import views as job_views
 from monitoring import pages as monitoring_pages
 from portal import team_page
@@ -18,6 +19,9 @@ urlpatterns = [
     path("jobs/<int:job_id>/", job_views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/cancel/", job_views.job_cancel, name="job-cancel"),
     path("jobs/<int:job_id>/clone/", job_views.job_clone, name="job-clone"),
+    path("sweeps/<int:sweep_id>/", sweep_views.sweep_detail, name="sweep-detail"),
+    path("sweeps/<int:sweep_id>/cancel/", sweep_views.sweep_cancel, name="sweep-cancel"),
+    path("sweeps/<int:sweep_id>/clone/", sweep_views.sweep_clone, name="sweep-clone"),
     path("teams/<slug:slug>/", team_page.team_detail, name="team-detail"),
     path("teams/<slug:slug>/members/", team_views.member_add, name="member-add"),
     path(
@@ -33,6 +37,7 @@ urlpatterns = [
     ),
     path("teams/<slug:slug>/quotas/", quota_views.subteam_quota_save, name="subteam-quota"),
     path("profile/", team_views.profile, name="profile"),
+    path("language/", team_views.language_set, name="language-set"),
     path("profile/tokens/<str:prefix>/revoke/", team_views.token_revoke, name="token-revoke"),
     path("cluster/", monitoring_pages.cluster, name="cluster"),
     path("usage/", billing_views.usage_page, name="usage"),
@@ -45,4 +50,6 @@ urlpatterns = [
     path("manage/quotas/", quota_views.manage_quotas, name="manage-quotas"),
     path("manage/nodes/", cluster_views.node_list, name="manage-nodes"),
     path("manage/nodes/<str:name>/cordon/", cluster_views.node_cordon, name="manage-node-cordon"),
+    path("", include("notifications.urls")),
+    path("", include("monitoring.pages_urls")),  # alerts, rules, silences, incidents
 ]

@@ -13,6 +13,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env_bool, env_int, env_list, env_secret, env_str
+from portal.logs import init_sentry
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
@@ -96,6 +97,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenants.language.UserLanguageMiddleware",  # a signed-in user's stored language (no cookie)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # After authentication: a repeated key is its user's. Runs the view in its transaction.
@@ -105,7 +107,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "portal.urls"
-ASGI_APPLICATION = "portal.asgi.application"
+WSGI_APPLICATION = "portal.wsgi.application"  # the web role: pages and the REST API
+ASGI_APPLICATION = "portal.asgi.application"  # the ws role: websockets, the agents' endpoint
 
 TEMPLATES = [
     {
@@ -118,6 +121,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "tenants.context.memberships",
+                "tenants.oidc.sign_in_options",
             ],
         },
     },
@@ -207,6 +211,10 @@ PERIODIC_TASKS = {
     "monitoring.tasks.prune_old_rollups": 3600,
     "billing.tasks.finalise_statements": 3600,  # a month's statements once it has ended
 }
+# Mail for notifications (notifications/): the console in the demo; SMTP and the rest through
+# Django's EMAIL_* settings in production.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 # The currency of prices, statements and budgets (ISO 4217).
 BILLING_CURRENCY = env_str("BILLING_CURRENCY", "CNY")
 
@@ -223,6 +231,38 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Single sign-on with the organisation's OpenID Connect provider (tenants/oidc.py), beside local
+# accounts: on once OIDC_RP_CLIENT_ID is set. Who may come in, and into which team, is the
+# claim mappings' decision (ClaimMapping, in the admin).
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_TEAM_CLAIM = env_str("OIDC_TEAM_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10)  # seconds for each call to the provider
+LOGIN_REDIRECT_URL_FAILURE = LOGIN_URL  # a refusal's reason is shown there
+if OIDC_ENABLED:
+    needed = {
+        "OIDC_RP_CLIENT_SECRET": OIDC_RP_CLIENT_SECRET,
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": OIDC_OP_AUTHORIZATION_ENDPOINT,
+        "OIDC_OP_TOKEN_ENDPOINT": OIDC_OP_TOKEN_ENDPOINT,
+        "OIDC_OP_USER_ENDPOINT": OIDC_OP_USER_ENDPOINT,
+        "OIDC_OP_JWKS_ENDPOINT": OIDC_OP_JWKS_ENDPOINT,
+    }
+    missing = [name for name, value in needed.items() if not value]
+    if missing:
+        raise ImproperlyConfigured(
+            f"{', '.join(missing)}: needed for single sign-on, as OIDC_RP_CLIENT_ID is set"
+        )
+    AUTHENTICATION_BACKENDS.append("tenants.oidc.OrganisationBackend")
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
@@ -336,23 +376,26 @@ QUEUE_PRIORITY_MAX = env_int("QUEUE_PRIORITY_MAX", 1000)
 NAMESPACE_PREFIX = env_str("NAMESPACE_PREFIX", "gpu")
 API_TOKEN_PREFIX = "gpt"
 
+# One JSON object per log line in production (request id, user, team: portal/logs.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "json" if PRODUCTION else "plain")
+if LOG_FORMAT not in {"json", "plain"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT: expected json or plain, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "base.middleware.RequestIdLogFilter"}},
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["request_id"],
-        }
-    },
+    "formatters": {"structured": {"()": "portal.logs.formatter", "log_format": LOG_FORMAT}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+# Errors go to Sentry too when a DSN is given; nothing is sent without one.
+SENTRY_DSN = env_secret("SENTRY_DSN", "")
+if SENTRY_DSN:
+    init_sentry(
+        SENTRY_DSN,
+        environment=env_str("SENTRY_ENVIRONMENT", PORTAL_MODE),
+        release=env_str("SENTRY_RELEASE"),
+    )
 
 # Controller: how often a job lost with its node is requeued before it is failed.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3)

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from base.auth import signed_in
@@ -57,7 +58,8 @@ def member_change(request: HttpRequest, slug: str, username: str) -> HttpRespons
     try:
         if request.POST.get("remove"):
             remove_member(member, acting_user=actor)
-            messages.success(request, f"{username} removed from {team.slug}.")
+            message = _("%(user)s removed from %(team)s.")
+            messages.success(request, message % {"user": username, "team": team.slug})
             return redirect("team-detail", slug=team.slug)
         if request.POST.get("role") and request.POST["role"] != member.role:
             set_role(member, request.POST["role"], acting_user=actor)
@@ -65,7 +67,7 @@ def member_change(request: HttpRequest, slug: str, username: str) -> HttpRespons
             raw = request.POST["max_gpus"].strip()
             cap = int_field(request.POST, "max_gpus", low=0, high=10_000) if raw else None
             set_member_cap(member, cap, acting_user=actor)
-        messages.success(request, f"{username} updated.")
+        messages.success(request, _("%(user)s updated.") % {"user": username})
     except (ValidationError, FieldErrors) as exc:
         flash_errors(request, exc)
     return redirect("team-detail", slug=team.slug)

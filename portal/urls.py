@@ -15,13 +15,16 @@ from billing.api import (
     StatementView,
     UsageView,
 )
+from cluster import dry_run
 from cluster.api import NodeViewSet
+from jobs import sweeps_api
 from jobs.api import JobViewSet
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
 from monitoring.metrics import metrics_view
 from portal import health
 from quotas.api import GpuTypeViewSet, QueueViewSet, QuotaViewSet
 from tenants.api import MemberViewSet, MeView, TeamViewSet, TokenView
+from tenants.oidc import CallbackView, SignInView
 
 
 class Router(DefaultRouter):
@@ -53,6 +56,9 @@ api_v1 = [
     path("prices/queues/", QueueMultiplierView.as_view(), name="queue-multiplier-api"),
     path("statements/", StatementView.as_view(), name="statements-api"),
     path("statements/adjustments/", AdjustmentView.as_view(), name="adjustments-api"),
+    # Before the router's: its jobs/<pk>/ would take jobs/dry-run/.
+    *dry_run.urls,
+    *sweeps_api.urls,
     *router.urls,
 ]
 
@@ -62,6 +68,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The organisation's sign-in (tenants/oidc.py): 404 unless OIDC_RP_CLIENT_ID is set.
+    path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the header's switcher
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),  # the pages' scripts

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
+from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from audit.fields import fields_of
@@ -81,9 +82,9 @@ def set_quota(
 def delete_quota(quota: Quota, *, acting_user: User) -> None:
     with transaction.atomic():
         if Quota.unscoped.filter(team__parent=quota.team, gpu_type=quota.gpu_type).exists():
-            raise ValidationError(
-                {"gpu_type": f"sub-teams of {quota.team.slug} still hold {quota.gpu_type} quota"}
-            )
+            message = _("sub-teams of %(team)s still hold %(gpu_type)s quota")
+            figures = {"team": quota.team.slug, "gpu_type": quota.gpu_type}
+            raise ValidationError({"gpu_type": message % figures})
         record(
             "quota.delete",
             actor=acting_user,

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -83,7 +84,7 @@ class QuotaViewSet(
         data = body.validated_data
         team = _team(request.user, data) if "team" in data else instance.team  # type: ignore[union-attr]
         if not may_set_quota(request.user, team):
-            raise PermissionDenied("Only platform admins and the department's leads set quotas.")
+            raise PermissionDenied(_("Only platform admins and the department's leads set quotas."))
         quota = set_quota(
             team,
             data.get("gpu_type") or instance.gpu_type,  # type: ignore[union-attr]
@@ -102,7 +103,7 @@ class QuotaViewSet(
 
     def perform_destroy(self, instance: Quota) -> None:
         if not may_set_quota(self.request.user, instance.team):
-            raise PermissionDenied("Only platform admins and the department's leads set quotas.")
+            raise PermissionDenied(_("Only platform admins and the department's leads set quotas."))
         delete_quota(instance, acting_user=signed_in(self.request))
 
 
@@ -124,9 +125,11 @@ class QueueViewSet(
         data = body.validated_data
         team = _team(request.user, data) if "team" in data else instance.team  # type: ignore[union-attr]
         if instance is not None and team != instance.team:
-            raise PermissionDenied("A queue cannot move between teams.")
+            raise PermissionDenied(_("A queue cannot move between teams."))
         if not can_manage_team(request.user, team):
-            raise PermissionDenied("Only the team's leads and platform admins change its queues.")
+            raise PermissionDenied(
+                _("Only the team's leads and platform admins change its queues.")
+            )
         queue = save_queue(
             team,
             acting_user=signed_in(request),
@@ -147,5 +150,7 @@ class QueueViewSet(
 
     def perform_destroy(self, instance: Queue) -> None:
         if not can_manage_team(self.request.user, instance.team):
-            raise PermissionDenied("Only the team's leads and platform admins change its queues.")
+            raise PermissionDenied(
+                _("Only the team's leads and platform admins change its queues.")
+            )
         delete_queue(instance, acting_user=signed_in(self.request))

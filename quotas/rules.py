@@ -19,7 +19,8 @@ from tenants.models import Team
 def check_quota(team: Team, gpu_type: GpuType, guaranteed: int, limit: int) -> None:
     """Raise ValidationError naming the field and the limit it crosses."""
     if guaranteed > limit:
-        raise ValidationError({"guaranteed": f"{guaranteed} is above the limit of {limit}"})
+        message = _("%(guaranteed)d is above the limit of %(limit)d")
+        raise ValidationError({"guaranteed": message % {"guaranteed": guaranteed, "limit": limit}})
     if team.parent_id is not None:
         _check_fits_parent(team, gpu_type, guaranteed, limit)
     _check_holds_children(team, gpu_type, guaranteed, limit)
@@ -29,17 +30,14 @@ def _check_fits_parent(team: Team, gpu_type: GpuType, guaranteed: int, limit: in
     parent = team.parent
     assert parent is not None
     parent_quota = Quota.objects.for_team(parent).filter(gpu_type=gpu_type).first()
+    figures: dict[str, object] = {"department": parent.slug, "gpu_type": gpu_type.name}
     if parent_quota is None:
-        raise ValidationError(
-            {"gpu_type": f"department {parent.slug} has no {gpu_type.name} quota to split"}
-        )
+        message = _("department %(department)s has no %(gpu_type)s quota to split")
+        raise ValidationError({"gpu_type": message % figures})
     if limit > parent_quota.limit:
-        raise ValidationError(
-            {
-                "limit": f"{limit} is above department {parent.slug}'s limit of "
-                f"{parent_quota.limit} {gpu_type.name}"
-            }
-        )
+        message = _("%(limit)d is above department %(department)s's limit of %(most)d %(gpu_type)s")
+        figures.update(limit=limit, most=parent_quota.limit)
+        raise ValidationError({"limit": message % figures})
     siblings = (
         Quota.unscoped.filter(team__parent=parent, gpu_type=gpu_type)
         .exclude(team=team)
@@ -47,12 +45,12 @@ def _check_fits_parent(team: Team, gpu_type: GpuType, guaranteed: int, limit: in
         or 0
     )
     if siblings + guaranteed > parent_quota.guaranteed:
-        raise ValidationError(
-            {
-                "guaranteed": f"sub-teams of {parent.slug} would hold {siblings + guaranteed} "
-                f"guaranteed {gpu_type.name}, the department has {parent_quota.guaranteed}"
-            }
+        message = _(
+            "sub-teams of %(department)s would hold %(total)d guaranteed %(gpu_type)s, "
+            "the department has %(guaranteed)d"
         )
+        figures.update(total=siblings + guaranteed, guaranteed=parent_quota.guaranteed)
+        raise ValidationError({"guaranteed": message % figures})
 
 
 def _check_holds_children(team: Team, gpu_type: GpuType, guaranteed: int, limit: int) -> None:
@@ -60,19 +58,15 @@ def _check_holds_children(team: Team, gpu_type: GpuType, guaranteed: int, limit:
         total=Sum("guaranteed"), widest=Max("limit")
     )
     if children["total"] and children["total"] > guaranteed:
-        raise ValidationError(
-            {
-                "guaranteed": f"{guaranteed} is below the {children['total']} {gpu_type.name} "
-                "already guaranteed to sub-teams"
-            }
+        message = _(
+            "%(guaranteed)d is below the %(total)d %(gpu_type)s already guaranteed to sub-teams"
         )
+        figures = {"guaranteed": guaranteed, "total": children["total"], "gpu_type": gpu_type.name}
+        raise ValidationError({"guaranteed": message % figures})
     if children["widest"] and children["widest"] > limit:
-        raise ValidationError(
-            {
-                "limit": f"{limit} is below a sub-team's limit of {children['widest']} "
-                f"{gpu_type.name}"
-            }
-        )
+        message = _("%(limit)d is below a sub-team's limit of %(widest)d %(gpu_type)s")
+        figures = {"limit": limit, "widest": children["widest"], "gpu_type": gpu_type.name}
+        raise ValidationError({"limit": message % figures})
 
 
 def check_queue_priority(priority: int) -> None:

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from base.auth import signed_in
@@ -47,7 +48,7 @@ def queue_save(request: HttpRequest, slug: str) -> HttpResponse:
             preemptible=bool(data.get("preemptible")),
             max_runtime=int_field(data, "max_runtime", low=60, high=30 * 24 * 3600),
         )
-        messages.success(request, f"Queue {queue.name} saved.")
+        messages.success(request, _("Queue %(name)s saved.") % {"name": queue.name})
     except (ValidationError, FieldErrors) as exc:
         flash_errors(request, exc)
     return redirect("team-detail", slug=team.slug)
@@ -60,7 +61,7 @@ def queue_delete(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
     queue = get_object_or_404(Queue.objects.for_team(team), pk=queue_id)
     try:
         delete_queue(queue, acting_user=signed_in(request))
-        messages.success(request, f"Queue {queue.name} deleted.")
+        messages.success(request, _("Queue %(name)s deleted.") % {"name": queue.name})
     except ValidationError as exc:
         flash_errors(request, exc)
     return redirect("team-detail", slug=team.slug)
@@ -71,7 +72,7 @@ def _save_quota(request: HttpRequest, team: Team) -> None:
     gpu_type = GpuType.objects.filter(name=data.get("gpu_type", "")).first()
     try:
         if gpu_type is None:
-            raise FieldErrors({"gpu_type": "unknown GPU type"})
+            raise FieldErrors({"gpu_type": _("unknown GPU type")})
         set_quota(
             team,
             gpu_type,
@@ -79,7 +80,8 @@ def _save_quota(request: HttpRequest, team: Team) -> None:
             limit=int_field(data, "limit", low=0, high=MAX_GPUS),
             acting_user=signed_in(request),
         )
-        messages.success(request, f"Quota of {team.slug} for {gpu_type.name} saved.")
+        message = _("Quota of %(team)s for %(gpu_type)s saved.")
+        messages.success(request, message % {"team": team.slug, "gpu_type": gpu_type.name})
     except (ValidationError, FieldErrors) as exc:
         flash_errors(request, exc)
 
@@ -91,7 +93,7 @@ def subteam_quota_save(request: HttpRequest, slug: str) -> HttpResponse:
     department = access_team(request.user, slug, manage=True)
     child = department.children.filter(slug=request.POST.get("team", "")).first()
     if child is None:
-        raise PermissionDenied("Only sub-teams of this department can be given its quota.")
+        raise PermissionDenied(_("Only sub-teams of this department can be given its quota."))
     _save_quota(request, child)
     return redirect("team-detail", slug=department.slug)
 
@@ -101,7 +103,7 @@ def manage_quotas(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         team = Team.objects.filter(slug=request.POST.get("team", "")).first()
         if team is None:
-            messages.error(request, "team: unknown team")
+            messages.error(request, _("team: unknown team"))
         else:
             _save_quota(request, team)
         return redirect("manage-quotas")
@@ -117,9 +119,9 @@ def _price(raw: str) -> Decimal:
     try:
         value = Decimal(raw)
     except InvalidOperation:
-        raise FieldErrors({"price_per_gpu_hour": "must be a decimal number"}) from None
+        raise FieldErrors({"price_per_gpu_hour": _("must be a decimal number")}) from None
     if value < 0 or value.is_nan():
-        raise FieldErrors({"price_per_gpu_hour": "must be 0 or more"})
+        raise FieldErrors({"price_per_gpu_hour": _("must be 0 or more")})
     return value
 
 
@@ -138,7 +140,7 @@ def manage_gpu_types(request: HttpRequest) -> HttpResponse:
                 gpus_per_node=int_field(data, "gpus_per_node", low=1, high=64),
                 price_per_gpu_hour=_price(data.get("price_per_gpu_hour", "0")),
             )
-            messages.success(request, f"GPU type {gpu_type.name} saved.")
+            messages.success(request, _("GPU type %(name)s saved.") % {"name": gpu_type.name})
             return redirect("manage-gpu-types")
         except (ValidationError, FieldErrors) as exc:
             flash_errors(request, exc)

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import replace
 from typing import Any
 
-from scheduler import preemption
+from scheduler import fits, preemption
 from scheduler.config import Policy, PolicyConfig
 from scheduler.decisions import Admission, Preemption, Reason, ReasonCode
 from scheduler.explain import capacity_reason, cordoned, fits_ignoring_holds, pods_in
@@ -61,6 +61,9 @@ class Cycle:
         self.refused: dict[tuple[str, str, int, int], tuple[int, float, float]] = {}
         """(team, type, nodes, gpus_per_node) -> (pool gains, end, latest hold) of a refusal."""
         self.preempt_failed: dict[tuple[str, str], int] = {}
+        self.shapes = fits.shapes(snapshot.nodes)
+        self.hopeless: set[JobId] = set()
+        """Jobs that cannot start as things are (`scheduler.fits`): never tried."""
         self.visited: list[JobRequest] = []
         """Jobs left waiting, in the order the policy took them (estimates follow it)."""
         self.visit_keys: list[tuple[Any, ...]] = []
@@ -138,7 +141,8 @@ class Cycle:
             self._revisit(visited[position], keys[position])
 
     def _revisit(self, job: JobRequest, key: tuple[Any, ...]) -> None:
-        self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
+        if job.id not in self.hopeless:
+            self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
         self.visited.append(job)
         self.visit_keys.append(key)
 
@@ -177,8 +181,18 @@ class Cycle:
 
     # -- one job ----------------------------------------------------------------------------
 
+    def _hopeless(self, job: JobRequest) -> bool:
+        reason = fits.never_fits(job, self.ledger, self.config, self.shapes)
+        if reason is None:
+            return False
+        self.hopeless.add(job.id)
+        self._wait(job, reason)
+        return True
+
     def _consider(self, job: JobRequest) -> bool:
         gpu_type = job.gpu_type
+        if self._hopeless(job):  # not ahead of anyone: it takes nothing
+            return False
         self.ahead[gpu_type] = self.ahead.get(gpu_type, 0) + 1
         pool = self.pools.get(gpu_type)
         if pool is None:
@@ -226,6 +240,8 @@ class Cycle:
 
     def _explain_only(self, job: JobRequest) -> None:
         """A job of a stream where nothing can start: its reason, with no side effects."""
+        if self._hopeless(job):
+            return
         self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
         pool = self.pools.get(job.gpu_type)
         if pool is None:
@@ -354,6 +370,20 @@ class Cycle:
             ends.append((end, running.job.id, placement))
         return ends + self.admitted.get(gpu_type, [])
 
+    def released(self) -> list[JobId]:
+        """Victims no longer needed: their claimant is not in the queue any more, or started
+        this cycle on GPUs that were free (a claimant placed now never uses stopping GPUs)."""
+        if not self.claims:
+            return []
+        waiting = {job.id for stream in self.queue.streams.values() for job in stream.jobs}
+        started = {admission.job_id for admission in self.admissions}
+        return sorted(
+            victim.job.id
+            for claimant, victims in self.claims.items()
+            if claimant not in waiting or claimant in started or claimant in self.hopeless
+            for victim in victims
+        )
+
     def holdings(self) -> list[RunningJob]:
         """Every job holding GPUs after this cycle, victims with their new stop time."""
         held = [
@@ -377,19 +407,22 @@ class Cycle:
         return self.config.priority_preemption and lowest is not None and lowest < priority
 
     def _victims(self, gpu_type: str) -> list[RunningJob]:
-        """Running jobs that could be preempted: not stopping yet, not ending within grace, and
-        not aged (requeued, an aged job would go first and take its GPUs back: a livelock)."""
+        """Running jobs that could be preempted: not stopping yet, not expected to end within
+        the grace period, not stopped `max_preemptions` times already, and not aged (requeued,
+        an aged job would go first and take its GPUs back: a livelock)."""
         ranked = self.victims.get(gpu_type)
         if ranked is None:
             horizon = self.now + self.config.preemption_grace_s
             aged = self.config.starvation_after_s
             young_after = float("-inf") if aged is None else self.now - aged
+            bound = self.config.max_preemptions
             ranked = [
                 r
                 for r in self.running.get(gpu_type, ())
                 if r.grace_until is None
-                and r.end_by_limit() > horizon
+                and r.end_expected(self.now) > horizon
                 and r.job.submit_time > young_after
+                and r.job.restarts < bound
             ]
             ranked.sort(key=lambda r: preemption.victim_order(r, self.now))
             self._rank(gpu_type, ranked)

@@ -7,6 +7,7 @@ instead of re-sorting the queue each cycle) with explanations optional.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, run_cycle
@@ -30,13 +31,22 @@ def decide(
 ) -> Decisions:
     """`snapshot.queued` is ignored: the queue is `queue`."""
     cycle = run_cycle(snapshot, queue, config, explain)
-    pending = _pending(cycle) if explain else {}
-    return Decisions(cycle.admissions, cycle.preemptions, pending, explained=explain)
+    pending = _positioned(cycle, _pending(cycle)) if explain else {}
+    return Decisions(
+        cycle.admissions,
+        cycle.preemptions,
+        pending,
+        explained=explain,
+        released=cycle.released(),
+    )
 
 
 def _pending(cycle: Cycle) -> dict[JobId, Pending]:
+    hopeless = cycle.hopeless
     by_type: dict[str, list[JobRequest]] = {}
     for job in cycle.visited:
+        if job.id in hopeless:
+            continue
         if cycle.reasons[job.id].code not in _OWN_HOLDINGS and job.gpu_type in cycle.pools:
             by_type.setdefault(job.gpu_type, []).append(job)
     latest: dict[JobId, float | None] = {}
@@ -46,7 +56,7 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     for gpu_type, waiting in by_type.items():
         latest.update(_forward(cycle, gpu_type, waiting, RunningJob.end_by_limit))
         if predicted:
-            expected.update(_forward(cycle, gpu_type, waiting, RunningJob.end_expected))
+            expected.update(_forward(cycle, gpu_type, waiting, _expected_end(cycle.now)))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     pending: dict[JobId, Pending] = {}
     releases: Releases | None = None
@@ -55,16 +65,30 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
         job_id = job.id
         reason = reasons[job_id]
         last = latest.get(job_id)
-        if last is not None:
-            guess = min(expected.get(job_id, last) or last, last)
+        if job_id in hopeless:
+            pending[job_id] = Pending(reason, None, None)
+        elif last is not None:
+            last = max(last, now)
+            guess = max(now, min(expected.get(job_id, last) or last, last))
             floor = bounds[job.gpu_type].earliest(job.nodes * job.gpus_per_node, now)
-            earliest = guess if floor is None else min(floor, guess)
+            earliest = guess if floor is None else max(now, min(floor, guess))
             pending[job_id] = Pending(reason, guess, (earliest, last))
         elif reason.code in _OWN_HOLDINGS:
             releases = releases or Releases(cycle.holdings())
             pending[job_id] = _waiting_for_own(now, job, reason, releases)
         else:
             pending[job_id] = Pending(reason, None, None)
+    return pending
+
+
+def _positioned(cycle: Cycle, pending: dict[JobId, Pending]) -> dict[JobId, Pending]:
+    """Each waiting job's place in the whole queue and in its team's, in the policy's order."""
+    in_team: dict[str, int] = {}
+    for position, job in enumerate(cycle.visited, 1):
+        in_team[job.team] = in_team.get(job.team, 0) + 1
+        pending[job.id] = replace(
+            pending[job.id], position=position, team_position=in_team[job.team]
+        )
     return pending
 
 
@@ -80,10 +104,14 @@ def _forward(
 ) -> dict[JobId, float | None]:
     pool = cycle.pools[gpu_type].copy()
     pool.give(tuple((n, h.gpus) for n, hs in cycle.pools[gpu_type].holds.items() for h in hs))
-    expected = end_of is RunningJob.end_expected
+    expected = end_of is not RunningJob.end_by_limit
     ends = cycle.ends(gpu_type, end_of)
     reserved = {} if expected else cycle.reserved
     return forward_starts(pool, cycle.now, ends, waiting, reserved, _duration(expected))
+
+
+def _expected_end(now: float) -> Callable[[RunningJob], float]:
+    return lambda running: running.end_expected(now)
 
 
 def _duration(expected: bool) -> Callable[[JobRequest], float]:
@@ -96,7 +124,7 @@ def _lower_bound(cycle: Cycle, gpu_type: str) -> LowerBound:
     pool = cycle.pools[gpu_type]
     ends = [
         (end, sum(g for _, g in placement))
-        for end, _, placement in cycle.ends(gpu_type, RunningJob.end_expected)
+        for end, _, placement in cycle.ends(gpu_type, _expected_end(cycle.now))
     ]
     return LowerBound(pool.free_total + pool.held_total, ends)
 

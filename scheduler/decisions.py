@@ -27,6 +27,9 @@ class ReasonCode(StrEnum):
     BACKFILL_BLOCKED = "BACKFILL_BLOCKED"
     PREEMPTING = "PREEMPTING"
     """Victims were told to stop for this job; it starts when their grace period ends."""
+    NEVER_FITS = "NEVER_FITS"
+    """The job asks for more than its quota, its owner's cap or the cluster's nodes allow: it
+    cannot start until that setting changes. `limit_by` names the setting (`fits.LIMITS`)."""
 
 
 _TEMPLATES: Mapping[ReasonCode, str] = {
@@ -41,6 +44,8 @@ _TEMPLATES: Mapping[ReasonCode, str] = {
     ReasonCode.ALL_NODES_CORDONED: "all {nodes} {gpu_type} nodes are cordoned or not ready",
     ReasonCode.BACKFILL_BLOCKED: "would delay job {blocked_job}, reserved to start in {wait_s} s",
     ReasonCode.PREEMPTING: "waiting for {victims} preempted jobs to stop within {wait_s} s",
+    ReasonCode.NEVER_FITS: "can never start as things are: {field} {requested} requested, "
+    "{limit_by} allows {limit}",
 }
 
 
@@ -81,6 +86,10 @@ class Pending:
     estimated_start: float | None
     """None when the job cannot start as things are (no schedulable node, request too large)."""
     estimated_start_range: tuple[float, float] | None
+    position: int = 0
+    """1-based place among all waiting jobs, in the order the policy takes them (0: unknown)."""
+    team_position: int = 0
+    """1-based place among its team's waiting jobs, in the same order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +101,6 @@ class Decisions:
     pending: dict[JobId, Pending]
     """Every waiting job's reason and estimate; empty where the cycle did not explain."""
     explained: bool = True
+    released: list[JobId] = field(default_factory=list)
+    """Victims whose notice is withdrawn: the job they were stopping for no longer waits (it
+    started without their GPUs, ended or was cancelled). They run on as if never told."""

@@ -24,7 +24,13 @@ class Ledger:
         self._quota = {(q.team, q.gpu_type): (q.guaranteed, q.limit) for q in snapshot.quotas}
         self._caps = {(c.team, c.member): c.max_gpus for c in snapshot.member_caps}
         self._department = {t.name: t.department or f"team:{t.name}" for t in snapshot.teams}
-        self._weight = {t.name: max(t.weight, 1e-9) for t in snapshot.teams}
+        owned: dict[str, int] = {}
+        for q in snapshot.quotas:
+            owned[q.team] = owned.get(q.team, 0) + q.guaranteed
+        scale = owned if config.weight_by_guarantee else {}
+        self._weight = {
+            t.name: max(t.weight, 1e-9) * max(scale.get(t.name, 1), 1) for t in snapshot.teams
+        }
         self._capacity = capacity
         self._dept_guaranteed: dict[TeamType, int] = {}
         for (team, gpu_type), (guaranteed, _) in sorted(self._quota.items()):
@@ -50,6 +56,12 @@ class Ledger:
 
     def limit(self, team: str, gpu_type: str) -> int:
         return self._quota.get((team, gpu_type), (0, 0))[1]
+
+    def cap(self, team: str, member: str) -> int | None:
+        return self._caps.get((team, member))
+
+    def department_guaranteed(self, team: str, gpu_type: str) -> int:
+        return self._dept_guaranteed.get((self.department(team), gpu_type), 0)
 
     def add(self, job: JobRequest) -> None:
         self._count(job, job.gpus)

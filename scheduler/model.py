@@ -37,6 +37,10 @@ class JobRequest:
     """The preemptible flag of the job's queue."""
     expected_runtime_s: float | None = None
     """Optional prediction (e.g. from the team's history); estimates use it, backfill never does."""
+    image: str = ""
+    """The container image: runtimes are learnt per member, image and size."""
+    restarts: int = 0
+    """Times it was stopped before and put back in the queue (`PolicyConfig.max_preemptions`)."""
 
     @property
     def gpus(self) -> int:
@@ -59,10 +63,15 @@ class RunningJob:
         end = self.start_time + self.job.runtime_limit_s
         return end if self.grace_until is None else min(end, self.grace_until)
 
-    def end_expected(self) -> float:
+    def end_expected(self, now: float | None = None) -> float:
+        """The predicted end (the pessimistic one without a prediction). Given `now`, a job
+        that has run past its prediction is expected to run as long again (runtimes are
+        heavy-tailed: the longer a job has run, the longer it is likely to go on)."""
         expected = self.job.expected_runtime_s
         if expected is None:
             return self.end_by_limit()
+        if now is not None:
+            expected = max(expected, 2 * (now - self.start_time))
         return min(self.start_time + expected, self.end_by_limit())
 
 
@@ -78,10 +87,17 @@ class NodeState:
     """Topology labels, e.g. {"rack": "r1", "nvlink_domain": "nv3"} (keys in PolicyConfig)."""
     cordoned: bool = False
     ready: bool = True
+    installed_gpus: int | None = None
+    """GPUs the node has, healthy or not (default `total_gpus`): a job too large for this
+    never fits, one too large only while a GPU is unhealthy waits for its repair."""
 
     @property
     def schedulable(self) -> bool:
         return self.ready and not self.cordoned
+
+    @property
+    def size(self) -> int:
+        return self.installed_gpus if self.installed_gpus is not None else self.total_gpus
 
 
 @dataclass(frozen=True, slots=True)

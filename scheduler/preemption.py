@@ -2,12 +2,13 @@
 
 Rules (design section 5): *reclaim* lets a job within its team's guarantee take back GPUs from
 teams holding more than their guarantee; *priority* lets a higher queue take GPUs from a lower,
-preemptible queue of the same team. Victims go lowest priority first, then most recently started
-(the fewest GPU-hours lost). A job running within its owner's guarantee is only touched if
-preemptible, a victim set is only returned if the waiting job then fits, and jobs that end within
-the grace period anyway are never victims (waiting for them costs nothing). Nor are jobs older
-than the aging threshold: requeued, they would go ahead of their preemptor and take their GPUs
-back, for ever.
+preemptible queue of the same team. Victims go lowest priority first, then the least work lost
+(GPU-seconds run so far), then the latest expected end. A job running within its owner's
+guarantee is only touched if preemptible, and a victim set is only returned if the waiting job
+then fits. Never victims: jobs expected to end within the grace period anyway (by their
+expected runtime, not their limit: waiting for them costs nothing), jobs stopped
+`max_preemptions` times already, and jobs older than the aging threshold (requeued, they would
+go ahead of their preemptor and take their GPUs back, for ever).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class Victim:
 
 
 def victim_order(running: RunningJob, now: float) -> tuple[int, float, float, int]:
+    """Lowest priority first; then the least work thrown away (GPU-seconds run so far); then
+    the job that would hold its GPUs longest anyway (by its expected end, not its limit)."""
     lost = running.job.gpus * (now - running.start_time)
-    return (running.job.priority, -running.start_time, lost, running.job.id)
+    return (running.job.priority, lost, -running.end_expected(now), running.job.id)
 
 
 def candidates(

@@ -7,10 +7,11 @@ of its preemption grace), after applying everything that happens at that instant
 together than `EPSILON_S` count as one instant, so float noise in trace times does not double the
 cycles. Nothing else changes the cluster, so no cycle in between could decide anything new.
 
-To stay fast on long queues the simulator keeps one QueueIndex across cycles and runs most cycles
-without explanations; every `explain_every`-th cycle explains, and the estimated start it gives
-jobs that arrived at that instant is kept to measure estimate accuracy. Decisions do not depend on
-whether a cycle explains.
+To stay fast on long queues the simulator keeps one QueueIndex across cycles. Every
+`explain_every`-th cycle explains (every cycle by default): each waiting job's estimated start is
+kept when it is the job's first (made at its submission, if that cycle explained) and whenever
+it moves by `ESTIMATE_MOVE_S` or more, as a portal user would see it change; `scheduler.metrics`
+sets them against the actual starts. Decisions do not depend on whether a cycle explains.
 
 A preempted job keeps running until its grace deadline (or its natural end, if sooner), then goes
 back to the queue with its original submission time and starts over.
@@ -26,6 +27,7 @@ from scheduler.config import PolicyConfig
 from scheduler.decide import decide
 from scheduler.decisions import Decisions
 from scheduler.fairshare import decay
+from scheduler.history import RuntimeHistory
 from scheduler.model import (
     JobId,
     JobRequest,
@@ -39,6 +41,10 @@ from scheduler.model import (
 from scheduler.queue import QueueIndex
 
 EPSILON_S = 1e-6
+ESTIMATE_MOVE_S = 1.0
+"""An estimate that moves less is the same estimate (the portal rewrites none that moves less)."""
+Estimate = tuple[float, float]
+"""(made at, estimated start)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +74,8 @@ class JobOutcome:
     submit: float
     start: float | None
     end: float | None
-    estimate_at_submit: float | None
-    """Estimated start when it arrived, for sampled jobs that had to wait; else None."""
+    estimates: tuple[Estimate, ...]
+    """Its estimated starts while it waited, first and at every change (oldest first)."""
     preempted: int
 
 
@@ -78,19 +84,27 @@ class SimulationResult:
     outcomes: tuple[JobOutcome, ...]
     total_gpus: int
     busy_gpu_seconds: float
+    """GPU-seconds held, the work preemption threw away included."""
+    lost_gpu_seconds: float
+    """Of those, the runs of preempted jobs (each restarts from zero)."""
     cycles: int
     decisions: int
     scheduler_wall_s: float
     quota_violations: int
 
 
-def simulate(trace: Trace, config: PolicyConfig, *, explain_every: int = 10) -> SimulationResult:
-    return _Simulation(trace, config, explain_every).run()
+def simulate(
+    trace: Trace, config: PolicyConfig, *, explain_every: int = 1, learn_runtimes: bool = True
+) -> SimulationResult:
+    """With `learn_runtimes`, jobs carry runtimes predicted from the runs that ended before
+    (`scheduler.history`), as the portal's controller gives them."""
+    return _Simulation(trace, config, explain_every, learn_runtimes).run()
 
 
 class _Simulation:
-    def __init__(self, trace: Trace, config: PolicyConfig, explain_every: int) -> None:
+    def __init__(self, trace: Trace, config: PolicyConfig, explain_every: int, learn: bool) -> None:
         self.trace, self.config, self.explain_every = trace, config, max(explain_every, 1)
+        self.history = RuntimeHistory() if learn else None
         self.arrivals = sorted(trace.jobs, key=lambda j: (j.request.submit_time, j.request.id))
         self.by_id = {j.request.id: j for j in trace.jobs}
         self.free = {n.name: n.free_gpus for n in trace.nodes}
@@ -103,9 +117,9 @@ class _Simulation:
         self.usage: dict[str, float] = {}
         self.start: dict[JobId, float] = {}
         self.finish: dict[JobId, float] = {}
-        self.estimate: dict[JobId, float | None] = {}
+        self.estimates: dict[JobId, list[Estimate]] = {}
         self.preempted: dict[JobId, int] = {}
-        self.busy = 0.0
+        self.busy = self.lost = 0.0
         self.cycles = self.decisions = self.violations = 0
         self.scheduler_s = 0.0
         self._counter = 0
@@ -118,18 +132,16 @@ class _Simulation:
             if next_arrival < len(self.arrivals):
                 upcoming.append(self.arrivals[next_arrival].request.submit_time)
             self._advance(min(upcoming))
-            arrived = []
             while (
                 next_arrival < len(self.arrivals)
                 and self.arrivals[next_arrival].request.submit_time <= self.now + EPSILON_S
             ):
-                arrived.append(self.arrivals[next_arrival].request)
-                self.queue.add(arrived[-1])
+                self.queue.add(self._predicted(self.arrivals[next_arrival].request))
                 next_arrival += 1
             while self.events and self.events[0][0] <= self.now + EPSILON_S:
                 _, _, job_id = heapq.heappop(self.events)
                 self._end_or_stop(job_id)
-            self._cycle(arrived)
+            self._cycle()
         return self._result()
 
     def _advance(self, to: float) -> None:
@@ -150,9 +162,12 @@ class _Simulation:
             return
         if self.ends[job_id] <= self.now + EPSILON_S:
             self.finish[job_id] = self.now
+            if self.history is not None:
+                self.history.record(running.job, self.now - running.start_time)
         elif running.grace_until is not None and running.grace_until <= self.now + EPSILON_S:
             self.preempted[job_id] = self.preempted.get(job_id, 0) + 1
-            self.queue.add(running.job)
+            self.lost += running.job.gpus * (self.now - running.start_time)
+            self.queue.add(self._predicted(running.job))
         else:
             return
         del self.running[job_id]
@@ -160,9 +175,9 @@ class _Simulation:
         for node, gpus in running.placement:
             self.free[node] += gpus
 
-    def _cycle(self, arrived: list[JobRequest]) -> None:
+    def _cycle(self) -> None:
         self.cycles += 1
-        explain = bool(arrived) and self.cycles % self.explain_every == 0
+        explain = self.queue.size > 0 and self.cycles % self.explain_every == 0
         nodes = self._nodes()
         snapshot = Snapshot(
             self.now,
@@ -180,10 +195,16 @@ class _Simulation:
         self.decisions += len(decisions.admissions) + len(decisions.preemptions)
         self._apply(decisions)
         if explain:
-            for job in arrived:
-                pending = decisions.pending.get(job.id)
-                if pending is not None:
-                    self.estimate[job.id] = pending.estimated_start
+            self._keep_estimates(decisions)
+
+    def _keep_estimates(self, decisions: Decisions) -> None:
+        for job_id, pending in decisions.pending.items():
+            estimate = pending.estimated_start
+            if estimate is None:
+                continue
+            kept = self.estimates.setdefault(job_id, [])
+            if not kept or abs(kept[-1][1] - estimate) >= ESTIMATE_MOVE_S:
+                kept.append((self.now, estimate))
 
     def _nodes(self) -> tuple[NodeState, ...]:
         """The nodes as the cluster would report them; only changed ones are rebuilt."""
@@ -194,6 +215,10 @@ class _Simulation:
         return tuple(self.node_states)
 
     def _apply(self, decisions: Decisions) -> None:
+        for job_id in decisions.released:
+            victim = self.running.get(job_id)
+            if victim is not None:  # its stop event finds no grace deadline and passes
+                self.running[job_id] = replace(victim, grace_until=None, preempted_for=None)
         for preemption in decisions.preemptions:
             victim = self.running[preemption.job_id]
             until = max(preemption.grace_until, self.now)
@@ -205,7 +230,8 @@ class _Simulation:
                 self._end_or_stop(victim.job.id)
         for admission in decisions.admissions:
             trace_job = self.by_id[admission.job_id]
-            job = trace_job.request
+            restarts = self.preempted.get(admission.job_id, 0)
+            job = self._predicted(replace(trace_job.request, restarts=restarts))
             self.queue.remove(job)
             self.running[job.id] = RunningJob(job, self.now, admission.placement)
             self.start.setdefault(job.id, self.now)
@@ -217,6 +243,9 @@ class _Simulation:
                 self.violations += self.free[node] < 0
         if decisions.admissions:
             self.violations += self._over_limit()
+
+    def _predicted(self, job: JobRequest) -> JobRequest:
+        return job if self.history is None else self.history.predicted(job)
 
     def _seq(self) -> int:
         self._counter += 1
@@ -239,7 +268,7 @@ class _Simulation:
                 job.request.submit_time,
                 self.start.get(job.request.id),
                 self.finish.get(job.request.id),
-                self.estimate.get(job.request.id),
+                tuple(self.estimates.get(job.request.id, ())),
                 self.preempted.get(job.request.id, 0),
             )
             for job in self.arrivals
@@ -249,6 +278,7 @@ class _Simulation:
             outcomes,
             total,
             self.busy,
+            self.lost,
             self.cycles,
             self.decisions,
             self.scheduler_s,

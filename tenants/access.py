@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from tenants.models import Membership, Role, Team
 from tenants.scoping import visible_team_ids
@@ -43,7 +44,7 @@ def can_manage_team(user: AnyUser, team: Team) -> bool:
 def access_team(user: AnyUser, slug: str, *, manage: bool = False) -> Team:
     team = Team.objects.filter(slug=slug, id__in=visible_team_ids(user)).first()
     if team is None:
-        raise Http404("No such team.")
+        raise Http404(_("No such team."))
     if manage and not can_manage_team(user, team):
-        raise PermissionDenied("Only the team's leads and platform admins can change this team.")
+        raise PermissionDenied(_("Only the team's leads and platform admins can change this team."))
     return team

@@ -39,9 +39,10 @@ def save_team(
     """Create a team (platform admins) or change one."""
     with transaction.atomic():
         if parent is not None and parent.parent_id is not None:
-            raise ValidationError({"parent": f"{parent.slug} is itself a sub-team; nest one level"})
+            message = _("%(team)s is itself a sub-team; nest one level")
+            raise ValidationError({"parent": message % {"team": parent.slug}})
         if instance is not None and parent is not None and parent.pk == instance.pk:
-            raise ValidationError({"parent": "a team cannot be its own department"})
+            raise ValidationError({"parent": _("a team cannot be its own department")})
         before = fields_of(instance, *TEAM_FIELDS)
         team = instance or Team()
         _check_admin_fields(
@@ -90,9 +91,10 @@ def check_fair_share_weight(weight: float) -> None:
 def add_member(team: Team, user: User, *, role: str, acting_user: User) -> Membership:
     with transaction.atomic():
         if Membership.objects.for_team(team).filter(user=user).exists():
-            raise ValidationError({"username": f"{user.get_username()} is already in {team.slug}"})
-        if role not in Role.values:
-            raise ValidationError({"role": f"must be one of {', '.join(Role.values)}"})
+            message = _("%(user)s is already in %(team)s")
+            figures = {"user": user.get_username(), "team": team.slug}
+            raise ValidationError({"username": message % figures})
+        _check_role(role)
         found = Membership.objects.create(team=team, user=user, role=role)
         record(
             "member.add",
@@ -104,10 +106,16 @@ def add_member(team: Team, user: User, *, role: str, acting_user: User) -> Membe
     return found
 
 
+def _check_role(role: str) -> None:
+    """Refuse a role that is not one of `Role`'s values."""
+    if role not in Role.values:
+        message = _("must be one of %(roles)s")
+        raise ValidationError({"role": message % {"roles": ", ".join(Role.values)}})
+
+
 def set_role(membership: Membership, role: str, *, acting_user: User) -> Membership:
     with transaction.atomic():
-        if role not in Role.values:
-            raise ValidationError({"role": f"must be one of {', '.join(Role.values)}"})
+        _check_role(role)
         before = {"user": membership.user.get_username(), "role": membership.role}
         membership.role = role
         membership.save(update_fields=["role"])
@@ -142,7 +150,7 @@ def create_token(
     forgotten token stops working); the raw value is returned once."""
     name = name.strip()
     if not name or len(name) > 100:
-        raise ValidationError({"name": "must be 1-100 characters"})
+        raise ValidationError({"name": _("must be 1-100 characters")})
     expires_at = None
     if expires_in_days is not None:
         expires_at = timezone.now() + timedelta(days=expires_in_days)

@@ -7,7 +7,8 @@ from django.http import HttpRequest
 from base.admin_base import UnscopedAdmin
 from base.auth import signed_in
 from tenants.actions import add_member, check_fair_share_weight, remove_member, save_team, set_role
-from tenants.models import ApiToken, Membership, Team
+from tenants.models import ApiToken, ClaimMapping, Membership, Team
+from tenants.oidc import ClaimMappingAdmin
 
 
 class TeamForm(forms.ModelForm):
@@ -65,3 +66,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+admin.site.register(ClaimMapping, ClaimMappingAdmin)

@@ -1,4 +1,4 @@
-"""`/api/v1/teams/`, `/teams/{slug}/members/`, `/me/` and `/auth/token/`."""
+"""`/api/v1/teams/`, `/teams/{slug}/members/`, `/me/` and `/auth/token/` (exchange, revoke)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
@@ -20,8 +21,15 @@ from base.auth import signed_in
 from quotas.actions import set_member_cap
 from quotas.models import MemberCap
 from tenants.access import access_team, can_manage_team
-from tenants.actions import add_member, create_token, remove_member, save_team, set_role
-from tenants.models import Membership, Role, Team
+from tenants.actions import (
+    add_member,
+    create_token,
+    remove_member,
+    revoke_token,
+    save_team,
+    set_role,
+)
+from tenants.models import ApiToken, Membership, Role, Team
 from tenants.scoping import visible_team_ids
 from tenants.serializers import (
     MemberSerializer,
@@ -30,6 +38,7 @@ from tenants.serializers import (
     TeamSerializer,
     TokenRequestSerializer,
 )
+from tenants.tokens import TokenAuthentication
 from tenants.viewsets import TenantViewSet
 
 
@@ -52,7 +61,7 @@ class TeamViewSet(
 
     def perform_create(self, serializer: TeamSerializer) -> None:  # type: ignore[override]
         if not self.request.user.is_staff:
-            raise PermissionDenied("Only platform admins create teams.")
+            raise PermissionDenied(_("Only platform admins create teams."))
         serializer.instance = save_team(
             acting_user=signed_in(self.request), **serializer.validated_data
         )
@@ -61,10 +70,10 @@ class TeamViewSet(
         team, data, user = serializer.instance, serializer.validated_data, self.request.user
         assert team is not None
         if not can_manage_team(user, team):
-            raise PermissionDenied("Only the team's leads and platform admins can change it.")
+            raise PermissionDenied(_("Only the team's leads and platform admins can change it."))
         parent = data.get("parent", team.parent)
         if parent != team.parent and not user.is_staff:
-            raise PermissionDenied("Only platform admins move teams between departments.")
+            raise PermissionDenied(_("Only platform admins move teams between departments."))
         serializer.instance = save_team(
             acting_user=user,  # type: ignore[arg-type]
             instance=team,
@@ -106,10 +115,11 @@ class MemberViewSet(TenantViewSet):
         body.is_valid(raise_exception=True)
         username = body.validated_data.get("username")
         if not username:
-            return Response({"username": ["This field is required."]}, status=400)
+            return Response({"username": [_("This field is required.")]}, status=400)
         user = User.objects.filter(username=username, is_active=True).first()
         if user is None:
-            return Response({"username": [f"no active user {username!r}"]}, status=400)
+            message = _("no active user %(name)r") % {"name": username}
+            return Response({"username": [message]}, status=400)
         actor = signed_in(request)
         member = add_member(
             team, user, role=body.validated_data.get("role", Role.MEMBER), acting_user=actor
@@ -145,15 +155,31 @@ class MeView(APIView):
 
 
 class TokenView(APIView):
-    """Exchange a username and password for a personal API token, shown once.
+    """Exchange a username and password for a personal API token, shown once (POST); revoke
+    the token the request is made with (DELETE, `gpuctl logout`).
 
     Wrong passwords count towards the login lockout (django-axes, through `authenticate`), which
     answers 429 once a username has failed too often from one address.
     """
 
-    permission_classes = [permissions.AllowAny]
-    authentication_classes: list[type] = []
     throttle_classes = [AnonRateThrottle]
+
+    def _revoking(self) -> bool:
+        # No request while the schema is generated.
+        return getattr(self.request, "method", None) == "DELETE"
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        # The exchange takes a password, never a session or a token; a revocation its token.
+        return [TokenAuthentication()] if self._revoking() else []
+
+    def get_permissions(self) -> list[permissions.BasePermission]:
+        return [permissions.IsAuthenticated() if self._revoking() else permissions.AllowAny()]
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request) -> Response:
+        assert isinstance(request.auth, ApiToken)  # TokenAuthentication alone let it in
+        revoke_token(request.auth, acting_user=signed_in(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=TokenRequestSerializer, responses={201: dict})
     def post(self, request: Request) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from base.roles import Role
 from tenants.images import image_allowed
@@ -12,7 +13,7 @@ from tenants.scoping import TenantOwned
 
 SLUG_VALIDATOR = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$",
-    "must be 1-32 lowercase letters, digits or '-', starting and ending with a letter or digit",
+    _("must be 1-32 lowercase letters, digits or '-', starting and ending with a letter or digit"),
 )
 
 
@@ -27,7 +28,7 @@ class Team(models.Model):
     fair_share_weight = models.FloatField(default=1.0)
     image_allowlist = models.TextField(
         blank=True,
-        help_text="Image prefixes allowed for this team's jobs, one per line; empty allows any.",
+        help_text=_("Image prefixes allowed for this team's jobs, one per line; empty allows any."),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -102,3 +103,44 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class UserPreference(models.Model):
+    """What a person chose for themselves, kept across sessions and browsers: the language."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference"
+    )
+    language = models.CharField(max_length=10, choices=settings.LANGUAGES, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language or '-'}"
+
+
+class ClaimMapping(TenantOwned):
+    """Who signs in through the organisation's identity provider with `value` in the team
+    claim (OIDC_TEAM_CLAIM, e.g. a group) is a member of `team` with `role`."""
+
+    value = models.CharField(max_length=200)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["value", "team"], name="one_mapping_per_claim_value")
+        ]
+        ordering = ["value", "team__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.value} → {self.team} ({self.role})"
+
+
+class OidcIdentity(models.Model):
+    """The account at the organisation's identity provider (its `sub`) a user signs in with."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity"
+    )
+    subject = models.CharField(max_length=255, unique=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.subject}"

@@ -1,6 +1,8 @@
 #!/bin/sh
 # The image's entry point: one role per container, named by the first argument.
-#   web | ws      the ASGI application (pages, REST API; websockets and the agents' endpoint)
+#   web           pages and the REST API: gunicorn, WSGI (portal.wsgi), WEB_WORKERS processes
+#                 of WEB_THREADS threads each
+#   ws            websockets and the agents' endpoint: uvicorn, ASGI (portal.asgi)
 #   controller    the scheduling and Kubernetes controller (one leader, others stand by)
 #   worker        the Celery worker
 #   agent         the node agent of a GPU node (NVML), posting to the portal
@@ -12,11 +14,22 @@ role="${1:-web}"
 [ "$#" -gt 0 ] && shift
 
 case "$role" in
-web | ws)
-    # Client addresses and the scheme come from the proxy's headers, read by the portal itself
-    # (TRUSTED_PROXY_COUNT, SECURE_PROXY_SSL_HEADER): uvicorn must not rewrite them first.
-    exec uvicorn portal.asgi:application --host 0.0.0.0 --port "${PORT:-8000}" \
-        --workers "${WEB_WORKERS:-2}" --lifespan off --no-proxy-headers --no-server-header "$@"
+web)
+    # A synchronous view holds a thread for its request: threads let one process serve several
+    # at once, where ASGI runs every synchronous view of a process on one thread. The heartbeat
+    # files go to memory, not to a disk that may stall them. Client addresses and the scheme
+    # come from the proxy's headers, read by the portal itself (TRUSTED_PROXY_COUNT,
+    # SECURE_PROXY_SSL_HEADER). The keep-alive outlasts the proxy's, which closes first.
+    exec gunicorn portal.wsgi:application --bind "${HOST:-0.0.0.0}:${PORT:-8000}" \
+        --workers "${WEB_WORKERS:-2}" --worker-class gthread --threads "${WEB_THREADS:-8}" \
+        --worker-tmp-dir /dev/shm --keep-alive 75 --log-level warning "$@"
+    ;;
+ws)
+    # The long-lived connections: uvicorn must not rewrite the proxy's headers before the
+    # portal reads them.
+    exec uvicorn portal.asgi:application --host "${HOST:-0.0.0.0}" --port "${PORT:-8000}" \
+        --workers "${WEB_WORKERS:-2}" --lifespan off --no-proxy-headers --no-server-header \
+        --no-access-log --log-level warning "$@"
     ;;
 controller)
     exec python manage.py controller "$@"

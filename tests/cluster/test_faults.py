@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
 import pytest
 
 from audit.models import AuditEvent
 from cluster import connect
 from cluster.actions import set_cordon
-from cluster.manifests import LABEL_MANAGED, LABEL_TEAM, PORTAL
+from cluster.manifests import LABEL_MANAGED, LABEL_TEAM, PORTAL, sigterm_lead
 from cluster.models import Node
 from jobs.models import Job, State
 from tests.cluster.conftest import Cluster, audited
@@ -51,7 +52,8 @@ def test_higher_queue_preempts_a_lower_preemptible_one_after_its_grace(
     steps = [e.to_state for e in low.events.all()]
     preempted_at = steps.index(State.PREEMPTED)
     stopped = low.events.all()[preempted_at].at
-    assert stopped >= grace_until  # not before its grace period ended (whole seconds)
+    # SIGTERM (the delete) in the grace period's last `sigterm_lead`, not before (whole seconds)
+    assert stopped >= grace_until - timedelta(seconds=sigterm_lead(2.0) + 1)
     assert steps[preempted_at - 1 : preempted_at + 2] == [
         State.RUNNING,
         State.PREEMPTED,

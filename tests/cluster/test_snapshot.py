@@ -219,3 +219,30 @@ def test_nodes_show_their_free_gpus_after_what_the_portal_placed_there(world: Wo
     assert (n1.gpu_type, n1.total_gpus, n1.free_gpus) == ("h100-80g", 8, 5)
     assert n1.labels == {"rack": "r1", "nvlink_domain": "d1"} and n1.schedulable
     assert (n2.free_gpus, n2.cordoned, n2.schedulable) == (8, True, False)
+
+
+def test_the_snapshot_says_what_a_node_has_installed_and_how_often_a_job_was_stopped(
+    world: World,
+) -> None:
+    from django.utils import timezone
+
+    from cluster.models import Gpu, Node
+    from cluster.snapshot import build_snapshot
+
+    node = Node.objects.create(
+        name="n1", gpu_type=world.h100, gpu_capacity=8, gpu_allocatable=8, ready=True
+    )
+    Gpu.objects.create(node=node, index=3, healthy=False)
+    again = _job(_submit(world))
+    Job.unscoped.filter(pk=again.pk).update(attempts=2)  # admitted twice, stopped twice
+    running = _job(_submit(world))
+    Job.unscoped.filter(pk=running.pk).update(
+        state=State.RUNNING, placement={"n1": 1}, attempts=3, admitted_at=timezone.now()
+    )
+
+    snapshot = build_snapshot(timezone.now(), {})
+    (n1,) = snapshot.nodes
+    # An unhealthy GPU is out of what can be placed now, not out of what could ever fit.
+    assert (n1.total_gpus, n1.free_gpus, n1.installed_gpus) == (7, 6, 8)
+    assert {r.id: r.restarts for r in snapshot.queued} == {again.pk: 2}
+    assert [r.job.restarts for r in snapshot.running] == [2]  # on its third attempt

@@ -87,11 +87,13 @@ def test_web_scales_by_cpu_and_the_controller_keeps_a_standby(rendered: list[Obj
     assert find(rendered, "Deployment", "portal-controller")["spec"]["replicas"] == 2
 
 
-def test_ingress_sends_websockets_to_ws_and_the_rest_to_web(rendered: list[Obj]) -> None:
+def test_ingress_sends_websockets_and_agents_to_ws_and_the_rest_to_web(
+    rendered: list[Obj],
+) -> None:
     ingress = find(rendered, "Ingress", "portal")
     (rule,) = ingress["spec"]["rules"]
     routes = {p["path"]: p["backend"]["service"]["name"] for p in rule["http"]["paths"]}
-    assert routes == {"/ws/": "portal-ws", "/": "portal-web"}
+    assert routes == {"/ws/": "portal-ws", "/api/v1/agent/": "portal-ws", "/": "portal-web"}
     config = find(rendered, "ConfigMap", _config_name(_containers(_web(rendered))[0]))
     assert rule["host"] == config["data"]["PORTAL_HOST"] == ingress["spec"]["tls"][0]["hosts"][0]
 
@@ -148,6 +150,7 @@ def test_compose_runs_the_same_roles_with_secrets_from_files() -> None:
     assert roles == {
         "migrate": "manage",
         "web": "web",
+        "ws": "ws",
         "controller": "controller",
         "worker": "worker",
     }

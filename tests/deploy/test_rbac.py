@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from django.utils import timezone
 
 from cluster.actions import set_cordon
 from cluster.controller import Controller
 from cluster.kube import KubernetesBackend, load_api_client
-from cluster.manifests import LABEL_JOB, companion_objects
+from cluster.manifests import JOB_NAME_LABEL, LABEL_JOB, companion_objects, deadline_patch
 from cluster.models import Node
 from jobs.actions import cancel_job
 from jobs.models import State
@@ -59,6 +60,8 @@ CONTROLLER_CALLS: set[Call] = {
     *((verb, "", kind) for verb in ("list", "watch") for kind in ("pods", "nodes", "events")),
     # cluster/logs.py: follow_log.
     ("get", "", "pods/log"),
+    # cluster/kubecalls.py: a preemption notice annotates the victim's pods (downward API).
+    ("patch", "", "pods"),
 }
 WEB_CALLS: set[Call] = {
     # cluster/actions.py set_cordon -> KubernetesBackend.set_unschedulable: read the node's
@@ -152,6 +155,12 @@ def test_the_controller_calls_exactly_what_its_table_says(
     (job,) = cluster.backend.list("jobs", f"{LABEL_JOB}={gang.pk}").items
     for obj in companion_objects(gang, job["metadata"]["uid"]):
         cluster.backend.apply(obj)
+    # A preemption notice reaches the gang's pods as an annotation (KubeCalls._notify's call).
+    pod = cluster.backend.list("pods", f"{JOB_NAME_LABEL}={job['metadata']['name']}").items[0]
+    deadline = deadline_patch(timezone.now())
+    assert cluster.backend.patch_pod(
+        pod["metadata"]["namespace"], pod["metadata"]["name"], deadline
+    )
     cancel_job(gang, acting_user=cluster.world.bob)
     cluster.drive(lambda: ("delete", "batch", "jobs") in recorder.calls)
     # After the cluster restarted, every object is sent again: each exists, each is patched.

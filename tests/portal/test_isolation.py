@@ -7,7 +7,10 @@ Each route is listed in ROUTES with what it is. A route added without an entry f
 - listing: lists what the caller may see; the outsider gets 200 and nothing of vision's.
 - admin, admin-api: platform admins only; the outsider is turned away (redirect, 403).
 - public: the login page, the token exchange, the API schema and its docs page, the language
-  switch, the scripts' translations and the probes /healthz and /readyz (no tenant data).
+  switch, the scripts' translations, the probes /healthz and /readyz, the organisation's
+  sign-in and its callback (no tenant data).
+- own: a POST on the signed-in user's own rows only (marking their notifications read).
+- submit: takes a job spec naming a team (POST only); the outsider naming vision gets 404.
 - scrape: Prometheus' /metrics, for the holder of METRICS_TOKEN only (no session opens it).
 
 The agents' endpoint (`/api/v1/agent/samples/`) is no Django route: portal.asgi sends it to
@@ -27,6 +30,7 @@ from django.utils import timezone
 
 from jobs.actions import submit_job
 from jobs.spec import parse_spec
+from jobs.sweeps import parse_sweep, submit_sweep
 from portal.asgi import application
 from portal.routing import websocket_urlpatterns
 from tenants.tokens import issue_token
@@ -42,6 +46,9 @@ ROUTES: dict[str, str] = {
     "job-detail": "object",
     "job-cancel": "object",
     "job-clone": "object",
+    "sweep-detail": "object",
+    "sweep-cancel": "object",
+    "sweep-clone": "object",
     "team-detail": "object",
     "member-add": "object",
     "member-change": "object",
@@ -51,6 +58,15 @@ ROUTES: dict[str, str] = {
     "profile": "listing",
     "token-revoke": "object",
     "audit-list": "listing",
+    "notification-list": "listing",
+    "notifications-read": "own",
+    "alert-list": "listing",
+    "alert-acknowledge": "admin",
+    "alert-rules": "admin",
+    "alert-silences": "admin",
+    "incident-list": "admin",
+    "incident-export": "admin",
+    "incident-detail": "admin",
     "usage": "listing",
     "statements": "listing",
     "statements-export": "listing",
@@ -73,6 +89,9 @@ ROUTES: dict[str, str] = {
     "login": "public",
     "logout": "public",
     "set_language": "public",
+    "language-set": "public",
+    "oidc_authentication_init": "public",
+    "oidc_authentication_callback": "public",
     "javascript-catalog": "public",
     "metrics": "scrape",
     "healthz": "public",
@@ -93,6 +112,11 @@ ROUTES: dict[str, str] = {
     "job-detail-api": "object",
     "job-cancel-api": "object",
     "job-clone-api": "object",
+    "sweep-list-api": "listing",
+    "sweep-detail-api": "object",
+    "sweep-cancel-api": "object",
+    "sweep-clone-api": "object",
+    "job-dry-run": "submit",
     "audit-list-api": "listing",
     "audit-export-api": "listing",
     "me": "listing",
@@ -143,7 +167,13 @@ def vision_objects(world: World) -> dict[str, str]:
 
     quota = Quota.objects.for_team(world.vision).get(gpu_type=world.h100)
     _, raw = issue_token(world.bob, "bob-laptop")
+    sweep = submit_sweep(
+        world.vision, *parse_sweep({**spec(), "sweep": {"array": 2}}), acting_user=world.bob
+    )
     return {
+        "sweep_id": str(sweep.pk),
+        "alert_id": "1",  # admin routes: turned away before any lookup
+        "incident_id": "1",
         "job_id": str(job.pk),
         "slug": "vision",
         "team_slug": "vision",
@@ -238,13 +268,31 @@ def test_member_sees_the_team_in_listings(world: World, vision_objects: dict[str
 
 
 @pytest.mark.django_db
+def test_outsider_cannot_submit_for_another_team(
+    world: World, vision_objects: dict[str, str]
+) -> None:
+    outsider = Client()
+    outsider.force_login(world.carol)
+    checked = 0
+    for route, name, _ in routes():
+        if ROUTES[name] != "submit":
+            continue
+        url = _url(_regex_route(route), vision_objects)
+        response = outsider.post(url, spec(team="vision"), content_type="application/json")
+        assert response.status_code == 404, (url, response.status_code)
+        assert MARKER.encode() not in response.content and b"h100" not in response.content
+        checked += 1
+    assert checked == 1
+
+
+@pytest.mark.django_db
 def test_outsider_is_turned_away_from_admin_pages(world: World) -> None:
     outsider = Client()
     outsider.force_login(world.carol)
     for route, name, _ in routes():
         if ROUTES[name] not in ("admin", "admin-api"):
             continue
-        url = _url(_regex_route(route), {"name": "h100-a-0"})
+        url = _url(_regex_route(route), {"name": "h100-a-0", "alert_id": "1", "incident_id": "1"})
         if ROUTES[name] == "admin":
             response = outsider.get(url)
             assert response.status_code == 302 and "/admin/login/" in response["Location"], url

@@ -1,0 +1,81 @@
+"""Why a job waits, in the reader's language.
+
+The scheduler is pure and stores its English rendering in `Job.pending_message`; pages render
+the reason again from `pending_code` and `pending_figures` with these templates, which take the
+same figures as the scheduler's own (a test holds them together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+from scheduler import ReasonCode
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+
+TEMPLATES: Mapping[ReasonCode, Promise] = {
+    ReasonCode.QUOTA_EXHAUSTED: _("%(scope)s uses %(used)s of limit %(limit)s %(gpu_type)s"),
+    ReasonCode.MEMBER_CAP: _("%(member)s holds %(used)s of cap %(cap)s GPUs in team %(team)s"),
+    ReasonCode.NO_CAPACITY: _("%(requested)s %(gpu_type)s GPUs requested, %(free)s free"),
+    ReasonCode.FRAGMENTED: _("%(free)s GPUs free but no node with %(gpus_per_node)s free"),
+    ReasonCode.PRIORITY: _("%(jobs_ahead)s jobs ahead"),
+    ReasonCode.GANG_WAIT: _(
+        "%(nodes_available)s of %(nodes)s nodes with %(gpus_per_node)s free GPUs; "
+        "a gang starts whole"
+    ),
+    ReasonCode.ALL_NODES_CORDONED: _("all %(nodes)s %(gpu_type)s nodes are cordoned or not ready"),
+    ReasonCode.BACKFILL_BLOCKED: _(
+        "would delay job %(blocked_job)s, reserved to start in %(wait_s)s s"
+    ),
+    ReasonCode.PREEMPTING: _("waiting for %(victims)s preempted jobs to stop within %(wait_s)s s"),
+    ReasonCode.NEVER_FITS: _(
+        "can never start as things are: %(field)s %(requested)s requested, "
+        "%(limit_by)s allows %(limit)s"
+    ),
+}
+# The figures that are words, not names or numbers: whose quota is used up, which setting a job
+# can never fit (`scheduler.fits.LIMITS`).
+WORDS: Mapping[str, Mapping[str, Promise]] = {
+    "scope": {
+        "team": pgettext_lazy("quota scope", "team"),
+        "department": pgettext_lazy("quota scope", "department"),
+    },
+    "limit_by": {
+        "team quota": pgettext_lazy("limit", "team quota"),
+        "department quota": pgettext_lazy("limit", "department quota"),
+        "member cap": pgettext_lazy("limit", "member cap"),
+        "node count": pgettext_lazy("limit", "node count"),
+        "node size": pgettext_lazy("limit", "node size"),
+        "GPU type": pgettext_lazy("limit", "GPU type"),
+    },
+}
+
+
+def reason_text(code: str, figures: Mapping[str, object], english: str) -> str:
+    """The reason of `code` with its figures in the active language; `english` (the scheduler's
+    rendering) where the code or its figures are not known here."""
+    # A StrEnum member equals, and hashes as, its value: the stored code finds it.
+    template = TEMPLATES.get(code)  # type: ignore[call-overload]
+    if template is None:
+        return english
+    values = dict(figures)
+    for figure, words in WORDS.items():
+        if str(values.get(figure)) in words:
+            values[figure] = str(words[str(values[figure])])
+    try:
+        return str(template) % values
+    except (KeyError, TypeError, ValueError):
+        return english
+
+
+def pending_reason(job: Job) -> str:
+    """Why `job` waits, as its pages show it; empty for a job that does not wait."""
+    if not job.pending_code:
+        return ""
+    return reason_text(job.pending_code, job.pending_figures or {}, job.pending_message)

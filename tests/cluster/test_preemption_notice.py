@@ -1,0 +1,101 @@
+"""A preemption notice reaches the workload (annotation, downward API file, SIGTERM before the
+deadline) and is withdrawn when the job it made room for no longer waits (through kubesim)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from audit.models import AuditEvent
+from cluster.backend import Obj
+from cluster.manifests import (
+    ANNOTATION_DEADLINE,
+    DEADLINE_FILE,
+    LABEL_JOB,
+    PODINFO_DIR,
+    sigterm_lead,
+)
+from jobs.actions import cancel_job
+from jobs.models import Job, State
+from tests.cluster.conftest import Cluster
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DEADLINE_PATH = f"{PODINFO_DIR}/{DEADLINE_FILE}"
+PREEMPTION_GRACE_S = 2.0  # the cluster fixture's controller's
+
+
+def _fresh(job: Job) -> Job:
+    job.refresh_from_db()
+    return job
+
+
+def _pods(cluster: Cluster, job: Job) -> list[Obj]:
+    return cluster.backend.list("pods", f"{LABEL_JOB}={job.pk}").items
+
+
+def _files(cluster: Cluster, pod: Obj) -> dict[str, str]:
+    """The downward API files its containers see, as kubesim's kubelet keeps them."""
+    return cluster.sim.sim.kubelet.pods[pod["metadata"]["uid"]].files
+
+
+def _log(cluster: Cluster, pod: Obj) -> str:
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.backend.api)
+    meta = pod["metadata"]
+    return str(core.read_namespaced_pod_log(meta["name"], meta["namespace"]))
+
+
+def _annotated(cluster: Cluster, job: Job, present: bool) -> bool:
+    pods = _pods(cluster, job)
+    return bool(pods) and all(
+        (ANNOTATION_DEADLINE in (p["metadata"].get("annotations") or {})) == present for p in pods
+    )
+
+
+def _preempted(cluster: Cluster) -> tuple[Job, Job]:
+    low = cluster.submit(runtime_s=5000, queue="low", nodes=4, gpus_per_node=8)
+    cluster.drive(lambda: cluster.state(low) == State.RUNNING)
+    high = cluster.submit(runtime_s=3, queue="high", gpus_per_node=8)
+    cluster.drive(lambda: _fresh(low).grace_until is not None)
+    return low, high
+
+
+def test_the_notice_shows_in_the_pods_file_and_sigterm_comes_before_the_deadline(
+    cluster: Cluster,
+) -> None:
+    low, _ = _preempted(cluster)
+    cluster.drive(lambda: _annotated(cluster, low, True))
+    pods = _pods(cluster, low)
+    deadline = low.grace_until
+    assert deadline is not None
+    written = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert {p["metadata"]["annotations"][ANNOTATION_DEADLINE] for p in pods} == {written}
+    assert all(_files(cluster, p)[DEADLINE_PATH] == written for p in pods)
+    assert all(f"{DEADLINE_PATH}: '{written}'" in _log(cluster, p) for p in pods)
+    kubelets = [cluster.sim.sim.kubelet.pods[p["metadata"]["uid"]] for p in pods]
+    cluster.drive(lambda: cluster.state(low) == State.QUEUED)
+    stopped = low.events.get(to_state=State.PREEMPTED).at
+    lead = timedelta(seconds=sigterm_lead(PREEMPTION_GRACE_S))
+    assert deadline - lead - timedelta(seconds=1) <= stopped < deadline  # (whole seconds)
+    for kubelet in kubelets:
+        assert any("SIGTERM" in note for _, note in kubelet.runs[-1].notes)
+
+
+def test_a_victim_runs_on_when_the_job_it_made_room_for_no_longer_waits(
+    cluster: Cluster,
+) -> None:
+    low, high = _preempted(cluster)
+    cluster.drive(lambda: _annotated(cluster, low, True))
+    pods = {p["metadata"]["uid"] for p in _pods(cluster, low)}
+    cancel_job(high, acting_user=cluster.world.bob)
+    cluster.drive(lambda: _fresh(low).grace_until is None)
+    assert low.state == State.RUNNING and low.preempted_for_id is None
+    assert "preemption withdrawn" in low.state_reason
+    cluster.drive(lambda: _annotated(cluster, low, False))
+    assert {p["metadata"]["uid"] for p in _pods(cluster, low)} == pods  # never restarted
+    assert all(_files(cluster, p)[DEADLINE_PATH] == "" for p in _pods(cluster, low))
+    withdrawn = AuditEvent.chain.filter(target_id=str(low.pk), action="job.preempt_withdrawn")
+    assert withdrawn.count() == 1
+    assert State.PREEMPTED not in {e.to_state for e in low.events.all()}
