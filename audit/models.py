@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from django.apps import apps
 from django.db import models
+from django.db.models.functions import Cast
 
 from base.roles import Role
 
@@ -30,13 +32,25 @@ class AuditQuerySet(models.QuerySet["AuditEvent"]):
         raise AppendOnlyError("audit events are never deleted")
 
     def for_user(self, user: AnyUser) -> AuditQuerySet:
-        """Admins see everything; leads see their teams' events; everyone else nothing."""
+        """Admins see everything; leads see their teams' events; a member, the events about
+        their own jobs in the teams they belong to."""
         if not user.is_authenticated:
             return self.none()
         if user.is_staff:
             return self
-        led = user.memberships.filter(role=Role.LEAD).values("team_id")  # tenants.Membership
-        return self.filter(team_id__in=led)
+        memberships = user.memberships  # tenants.Membership
+        led = memberships.filter(role=Role.LEAD).values("team_id")
+        # Looked up by name: audit sits below the apps whose events it keeps.
+        job = apps.get_model("jobs", "Job")
+        own_jobs = (
+            job._meta.base_manager.filter(owner=user, team_id__in=memberships.values("team_id"))
+            .annotate(key=Cast("pk", models.CharField()))
+            .values("key")
+        )
+        return self.filter(
+            models.Q(team_id__in=led)
+            | models.Q(target_type=job._meta.label_lower, target_id__in=own_jobs)
+        )
 
 
 class AuditManager(models.Manager["AuditEvent"]):

@@ -39,9 +39,12 @@ CSV_COLUMNS = (
 
 
 def _moment(field: str, raw: str) -> datetime:
-    value = parse_datetime(raw)
-    if value is None and (day := parse_date(raw)) is not None:
-        value = datetime(day.year, day.month, day.day)
+    try:  # a well-formed but impossible date (2026-13-45) raises ValueError
+        value = parse_datetime(raw)
+        if value is None and (day := parse_date(raw)) is not None:
+            value = datetime(day.year, day.month, day.day)
+    except ValueError:
+        value = None
     if value is None:
         raise FieldErrors({field: _("must be an ISO date or date-time, e.g. 2026-12-01")})
     return make_aware(value) if value.tzinfo is None else value

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 def policy_config() -> PolicyConfig:
-    return PolicyConfig(policy=Policy(getattr(settings, "SCHEDULER_POLICY", Policy.FAIR.value)))
+    return PolicyConfig(policy=Policy(settings.SCHEDULER_POLICY))
 
 
 def _probes(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from base.auth import signed_in
+from base.auth import admin_required, signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors
 from cluster import connect
@@ -18,13 +17,13 @@ from cluster.backend import Unavailable
 from cluster.models import Node
 
 
-@staff_member_required
+@admin_required
 def node_list(request: HttpRequest) -> HttpResponse:
     nodes = Node.objects.select_related("gpu_type").order_by("rack", "name")
     return render(request, "cluster/nodes.html", {"nodes": nodes})
 
 
-@staff_member_required
+@admin_required
 @require_POST
 def node_cordon(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)

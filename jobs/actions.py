@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -11,7 +12,7 @@ from django.utils.translation import gettext as _
 from audit.record import audit_event, record
 from jobs.limits import Limits, read_limits
 from jobs.models import TERMINAL_STATES, Job, JobEvent, State
-from jobs.spec import JobSpec, SpecError, masked_env, node_misfits, parse_spec
+from jobs.spec import JobSpec, SpecError, check_spec, masked_env, node_misfits, parse_spec
 from jobs.states import transition
 from jobs.submission import write_submission
 from quotas.models import GpuType, Queue
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 DEFAULT_QUEUE = "normal"
+T = TypeVar("T")
 
 
 def _limits(team: Team, user: User, gpu_type: str) -> Limits:
@@ -66,42 +68,126 @@ def _check_image(team: Team, image: str) -> None:
         )
 
 
-def _check_fits(
-    team: Team, spec: JobSpec, gpu_type: GpuType, limit: int, cap: int | None, queue: Queue
-) -> None:
-    """Refuse a job that could never run, with the limit it crosses."""
-    if spec.gpus_per_node > gpu_type.gpus_per_node:
+def _fit_problems(
+    team: Team,
+    spec: JobSpec,
+    gpu_type: GpuType,
+    limit: int | None,
+    cap: int | None,
+    queue: Queue | None,
+    skip: Collection[str] = (),
+) -> dict[str, str]:
+    """Every limit the job crosses that would keep it from ever running, by field; a field in
+    `skip` (found faulty already) is not judged again."""
+    problems: dict[str, str] = {}
+    if "gpus_per_node" not in skip and spec.gpus_per_node > gpu_type.gpus_per_node:
         message = _("%(asked)d requested, nodes of type %(gpu_type)s have %(most)d")
         figures = {"asked": spec.gpus_per_node, "gpu_type": gpu_type.name}
-        raise SpecError({"gpus_per_node": message % {**figures, "most": gpu_type.gpus_per_node}})
-    if misfits := node_misfits(
+        problems["gpus_per_node"] = message % {**figures, "most": gpu_type.gpus_per_node}
+    misfits = node_misfits(
         spec, gpu_type.name, gpu_type.node_cpu_millis, gpu_type.node_memory_bytes
-    ):
-        raise SpecError(misfits)
+    )
+    problems.update({key: text for key, text in misfits.items() if key not in skip})
+    if "nodes" in skip or "gpus_per_node" in problems or "gpus_per_node" in skip:
+        return problems | _runtime_problem(spec, queue, skip)
     # One pod per node: more pods than nodes never start. (A single pod needs no count, and
     # a type with no node seen yet has nothing to refuse by.)
     node_count = gpu_type.nodes.count() if spec.nodes > 1 else 0
+    total = spec.nodes * spec.gpus_per_node
     if node_count and spec.nodes > node_count:
         message = _("%(asked)d requested, the cluster has %(count)d nodes of type %(gpu_type)s")
         figures = {"asked": spec.nodes, "count": node_count, "gpu_type": gpu_type.name}
-        raise SpecError({"nodes": message % figures})
-    total = spec.nodes * spec.gpus_per_node
-    if total > limit:
+        problems["nodes"] = message % figures
+    elif limit is not None and total > limit:
         message = _(
             "nodes × gpus_per_node = %(total)d GPUs requested, team %(team)s's limit of "
             "%(gpu_type)s is %(limit)d"
         )
         figures = {"total": total, "team": team.slug, "gpu_type": gpu_type.name, "limit": limit}
-        raise SpecError({"nodes": message % figures})
-    if cap is not None and total > cap:
+        problems["nodes"] = message % figures
+    elif cap is not None and total > cap:
         message = _(
             "nodes × gpus_per_node = %(total)d GPUs requested, your cap in team %(team)s is %(cap)d"
         )
-        raise SpecError({"nodes": message % {"total": total, "team": team.slug, "cap": cap}})
-    if spec.max_runtime is not None and spec.max_runtime > queue.max_runtime:
+        problems["nodes"] = message % {"total": total, "team": team.slug, "cap": cap}
+    return problems | _runtime_problem(spec, queue, skip)
+
+
+def _runtime_problem(spec: JobSpec, queue: Queue | None, skip: Collection[str]) -> dict[str, str]:
+    if queue is None or "max_runtime" in skip or spec.max_runtime is None:
+        return {}
+    if spec.max_runtime > queue.max_runtime:
         message = _("%(asked)d s requested, queue %(queue)s allows at most %(most)d s")
         figures = {"asked": spec.max_runtime, "queue": queue.name, "most": queue.max_runtime}
-        raise SpecError({"max_runtime": message % figures})
+        return {"max_runtime": message % figures}
+    return {}
+
+
+def _caught(problems: dict[str, str], skip: Collection[str], check: Callable[[], T]) -> T | None:
+    """`check()`'s result, or None with its problems added to `problems` (but those of a field
+    in `skip`)."""
+    try:
+        return check()
+    except SpecError as exc:
+        for key, message in exc.errors.items():
+            if key not in skip:
+                problems.setdefault(key, message)
+        return None
+
+
+def team_problems(
+    team: Team, spec: JobSpec, acting_user: User, skip: Collection[str] = ()
+) -> tuple[tuple[Queue, GpuType, int, int | None] | None, dict[str, str]]:
+    """What `spec` resolves to in `team` (queue, GPU type, the team's limit of it, the member's
+    cap), or None, and every problem found at once: queue, quota, image, caps and limits. A
+    field in `skip` (its shape found faulty already) is not judged again."""
+    if spec.team is not None and spec.team != team.slug:
+        message = _("spec names team %(named)r but was submitted to %(team)s")
+        return None, {"team": message % {"named": spec.team, "team": team.slug}}
+    limits = _limits(team, acting_user, spec.gpu_type)
+    if not limits.member and not acting_user.is_staff:
+        return None, {"team": _("you are not a member of team %(team)s") % {"team": team.slug}}
+    problems: dict[str, str] = {}
+    queue = None
+    if "queue" not in skip:
+        queue = _caught(problems, skip, lambda: _queue(team, spec, limits.queues))
+    if "gpu_type" not in skip:
+        _caught(problems, skip, lambda: _quota(team, spec, limits))
+    if "image" not in skip:
+        _caught(problems, skip, lambda: _check_image(team, spec.image))
+    if limits.gpu_type is not None and "gpu_type" not in skip:
+        fits = _fit_problems(team, spec, limits.gpu_type, limits.limit, limits.cap, queue, skip)
+        problems.update({key: text for key, text in fits.items() if key not in problems})
+    if problems or queue is None or limits.gpu_type is None or limits.limit is None:
+        return None, problems
+    return (queue, limits.gpu_type, limits.limit, limits.cap), problems
+
+
+def submit_data(
+    team: Team,
+    data: object,
+    *,
+    acting_user: User,
+    faulty: Mapping[str, str] | None = None,
+    cloned_from: Job | None = None,
+) -> Job:
+    """Submit a spec as a page sends it, refusing with every problem at once: its shape and the
+    team's queues, quota, image list, caps and limits together. `faulty` are problems the
+    caller found already (a form's own), reported with the rest; `cloned_from`, the job the
+    spec was copied from and edited."""
+    found = dict(faulty or {})
+    spec, shape = check_spec(data)
+    problems = {**shape, **found}
+    if spec is not None and not (problems.keys() & {"team", "spec"}):
+        _, more = team_problems(team, spec, acting_user, skip=problems.keys())
+        problems = {**more, **problems}
+    if problems or spec is None:
+        raise SpecError(problems)
+    if cloned_from is not None:
+        return _create(
+            team, spec, acting_user=acting_user, action="job.clone", cloned_from=cloned_from
+        )
+    return submit_job(team, spec, acting_user=acting_user)
 
 
 def _audit_view(job: Job) -> dict[str, object]:
@@ -125,16 +211,10 @@ def _audit_view(job: Job) -> dict[str, object]:
 def _create(
     team: Team, spec: JobSpec, *, acting_user: User, action: str, cloned_from: Job | None = None
 ) -> Job:
-    if spec.team is not None and spec.team != team.slug:
-        message = _("spec names team %(named)r but was submitted to %(team)s")
-        raise SpecError({"team": message % {"named": spec.team, "team": team.slug}})
-    limits = _limits(team, acting_user, spec.gpu_type)
-    if not limits.member and not acting_user.is_staff:
-        raise SpecError({"team": _("you are not a member of team %(team)s") % {"team": team.slug}})
-    queue = _queue(team, spec, limits.queues)
-    gpu_type, limit = _quota(team, spec, limits)
-    _check_image(team, spec.image)
-    _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
+    resolved, problems = team_problems(team, spec, acting_user)
+    if resolved is None:
+        raise SpecError(problems)
+    queue, gpu_type, _limit, _cap = resolved
     job = Job(
         team=team,
         owner=acting_user,

@@ -284,12 +284,14 @@ def _check_text(errors: dict[str, str], data: dict[str, Any]) -> None:
         errors["memory"] = _("must be a Kubernetes quantity such as 64Gi")
 
 
-def parse_spec(data: object) -> JobSpec:
-    """Check a spec's shape; raise SpecError with every problem found."""
+def check_spec(data: object) -> tuple[JobSpec | None, dict[str, str]]:
+    """A spec's shape checked, with every problem found: the spec (a faulty field at a neutral
+    value, for the checks of the fields that are fine) and the problems; no spec where the data
+    is not a mapping of storable values."""
     if not isinstance(data, dict):
-        raise SpecError({"spec": _("must be a mapping of job fields")})
+        return None, {"spec": _("must be a mapping of job fields")}
     if unstorable := field_problems(data, whole="spec"):
-        raise SpecError(unstorable)  # alone: the other messages may repeat what cannot be shown
+        return None, unstorable  # alone: the other messages may repeat what cannot be shown
     errors: dict[str, str] = {}
     known = {"fields": ", ".join(FIELDS)}
     for unknown in sorted(set(data) - set(FIELDS), key=str):
@@ -304,32 +306,45 @@ def parse_spec(data: object) -> JobSpec:
     max_runtime = None
     if data.get("max_runtime") is not None:
         max_runtime = _int(errors, data, "max_runtime", 60, 30 * 24 * 3600)
-    if errors:
-        raise SpecError(errors)
+
+    def valid(key: str, default: Any) -> Any:
+        return default if key in errors else data.get(key, default)
+
     spec = JobSpec(
-        name=data["name"],
-        team=data.get("team"),
-        queue=data.get("queue"),
-        image=data["image"],
+        name=valid("name", ""),
+        team=valid("team", None),
+        queue=valid("queue", None),
+        image=valid("image", ""),
         command=command,
         args=args,
         env=env,
-        gpu_type=data["gpu_type"],
-        gpus_per_node=gpus,
-        nodes=nodes,
+        gpu_type=valid("gpu_type", ""),
+        gpus_per_node=1 if "gpus_per_node" in errors else gpus,
+        nodes=1 if "nodes" in errors else nodes,
         cpu=cpu,
-        memory=data.get("memory", DEFAULT_MEMORY),
-        max_runtime=max_runtime,
+        memory=valid("memory", DEFAULT_MEMORY),
+        max_runtime=None if "max_runtime" in errors else max_runtime,
     )
-    _check_size(spec)
+    if not errors:
+        errors.update(_size_problem(spec))
+    return spec, errors
+
+
+def parse_spec(data: object) -> JobSpec:
+    """Check a spec's shape; raise SpecError with every problem found."""
+    spec, errors = check_spec(data)
+    if errors:
+        raise SpecError(errors)
+    assert spec is not None
     return spec
 
 
-def _check_size(spec: JobSpec) -> None:
+def _size_problem(spec: JobSpec) -> dict[str, str]:
     shallow = {f.name: getattr(spec, f.name) for f in fields(spec)}  # as_dict's deep copy: 40 µs
     size = len(json.dumps(shallow, default=str, ensure_ascii=False).encode())
     if size > MAX_SPEC_BYTES:
         message = _(
             "is %(size)d bytes, at most %(most)d (a Kubernetes Job must fit in etcd's 1.5 MiB)"
         )
-        raise SpecError({"spec": message % {"size": size, "most": MAX_SPEC_BYTES}})
+        return {"spec": message % {"size": size, "most": MAX_SPEC_BYTES}}
+    return {}

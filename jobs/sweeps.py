@@ -35,7 +35,7 @@ from django.http import Http404
 from django.utils.translation import gettext as _
 
 from audit.record import BATCH_EVENTS, audit_event, record
-from jobs.actions import _check_fits, _check_image, _limits, _queue, _quota
+from jobs.actions import team_problems
 from jobs.models import ACTIVE_STATES, HOLDING_STATES, Job, JobEvent, State, Sweep
 from jobs.spec import (
     ENV_NAME,
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from tenants.models import Team
     from tenants.scoping import AnyUser
 
-DEFAULT_MAX_MEMBERS = 1000
 MAX_PARAMS = 20
 INDEX = "index"
 PLAN_FIELDS = ("array", "params", "max_parallel")
@@ -72,7 +71,7 @@ Scalar = str | int | float | bool
 
 def max_members() -> int:
     """The most members one sweep may have (setting SWEEP_MAX_MEMBERS)."""
-    return int(getattr(settings, "SWEEP_MAX_MEMBERS", DEFAULT_MAX_MEMBERS))
+    return int(settings.SWEEP_MAX_MEMBERS)
 
 
 @dataclass(frozen=True)
@@ -309,18 +308,11 @@ class Checked:
 
 def check_submission(team: Team, spec: JobSpec, acting_user: User) -> Checked:
     """The checks `jobs.actions.submit_job` makes (team, membership, queue, quota, image, caps,
-    limits), writing nothing; raise SpecError as a submission would."""
-    if spec.team is not None and spec.team != team.slug:
-        message = _("spec names team %(named)r but was submitted to %(team)s")
-        raise SpecError({"team": message % {"named": spec.team, "team": team.slug}})
-    limits = _limits(team, acting_user, spec.gpu_type)
-    if not limits.member and not acting_user.is_staff:
-        raise SpecError({"team": _("you are not a member of team %(team)s") % {"team": team.slug}})
-    queue = _queue(team, spec, limits.queues)
-    gpu_type, limit = _quota(team, spec, limits)
-    _check_image(team, spec.image)
-    _check_fits(team, spec, gpu_type, limit, limits.cap, queue)
-    return Checked(queue, gpu_type, limit, limits.cap)
+    limits), writing nothing; raise SpecError with every problem, as a submission would."""
+    resolved, problems = team_problems(team, spec, acting_user)
+    if resolved is None:
+        raise SpecError(problems)
+    return Checked(*resolved)
 
 
 def parse_sweep(data: object) -> tuple[JobSpec, SweepPlan]:

@@ -4,13 +4,12 @@ post-mortem), and the CSV export."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 
-from base.auth import signed_in
+from base.auth import admin_required, signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors
 from base.streaming import streamed
@@ -20,13 +19,13 @@ from monitoring.models import Incident
 PAGE_SIZE = 50
 
 
-@staff_member_required
+@admin_required
 def incident_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(Incident.objects.all(), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "monitoring/incidents.html", {"page": page, "query": ""})
 
 
-@staff_member_required
+@admin_required
 def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
     incident = get_object_or_404(Incident, pk=incident_id)
     if request.method == "POST":
@@ -46,7 +45,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
     return render(request, "monitoring/incident.html", {"incident": incident, "events": events})
 
 
-@staff_member_required
+@admin_required
 def incident_export(request: HttpRequest) -> StreamingHttpResponse:
     response = streamed(
         request, csv_lines(Incident.objects.order_by("id").iterator()), content_type="text/csv"

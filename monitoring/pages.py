@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from base.auth import admin_required
 from cluster.models import Node
 from monitoring import hot
 
 
-@staff_member_required
+@admin_required
 def cluster(request: HttpRequest) -> HttpResponse:
     nodes = list(Node.objects.select_related("gpu_type").prefetch_related("gpus"))
     latest = hot.latest((gpu.node_id, gpu.index) for node in nodes for gpu in node.gpus.all())

@@ -50,7 +50,9 @@ AUDIT_CHECKPOINT_FILE = Path(
     env_str("AUDIT_CHECKPOINT_FILE", str(VAR_DIR / "audit-checkpoints.jsonl"))
 )
 
-DEBUG = env_bool("DEBUG", default=not PRODUCTION)
+# Tracebacks in the browser only for a developer who asks (DEBUG=1); everyone else, the demo
+# included, gets the portal's error pages (portal/errors.py).
+DEBUG = env_bool("DEBUG", default=False)
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"]
 )
@@ -215,6 +217,10 @@ PERIODIC_TASKS = {
 # Django's EMAIL_* settings in production.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+# The scheduling policy (fifo, fair or capacity): the controller's and the dry run's.
+SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fair")
+# The most member jobs one sweep may have (submitted in one request and one transaction).
+SWEEP_MAX_MEMBERS = env_int("SWEEP_MAX_MEMBERS", 1000)
 # The currency of prices, statements and budgets (ISO 4217).
 BILLING_CURRENCY = env_str("BILLING_CURRENCY", "CNY")
 

@@ -79,3 +79,9 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("", include("portal.pages")),
 ]
+
+# The portal's own error pages (portal/errors.py): no traceback to anyone unless DEBUG=1.
+handler400 = "portal.errors.bad_request"
+handler403 = "portal.errors.permission_denied"
+handler404 = "portal.errors.page_not_found"
+handler500 = "portal.errors.server_error"

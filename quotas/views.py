@@ -7,7 +7,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -15,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from base.auth import signed_in
+from base.auth import admin_required, signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors, int_field
 from quotas.actions import delete_queue, save_gpu_type, save_queue, set_quota
@@ -98,7 +97,7 @@ def subteam_quota_save(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("team-detail", slug=department.slug)
 
 
-@staff_member_required
+@admin_required
 def manage_quotas(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         team = Team.objects.filter(slug=request.POST.get("team", "")).first()
@@ -125,7 +124,7 @@ def _price(raw: str) -> Decimal:
     return value
 
 
-@staff_member_required
+@admin_required
 def manage_gpu_types(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         data: Any = request.POST

@@ -113,9 +113,25 @@ def _check_role(role: str) -> None:
         raise ValidationError({"role": message % {"roles": ", ".join(Role.values)}})
 
 
+def _keep_a_lead(membership: Membership, field: str) -> None:
+    """Refuse to take away the team's last lead: someone must be able to manage it."""
+    if membership.role != Role.LEAD:
+        return
+    # Locked, so two leads demoting each other at once cannot both succeed.
+    leads = Membership.objects.for_team(membership.team).filter(role=Role.LEAD)
+    others = list(leads.select_for_update().values_list("pk", flat=True))
+    if others == [membership.pk] or not others:
+        message = _("%(user)s is the last lead of team %(team)s: make another member a lead first")
+        figures = {"user": membership.user.get_username(), "team": membership.team.slug}
+        raise ValidationError({field: message % figures})
+
+
 def set_role(membership: Membership, role: str, *, acting_user: User) -> Membership:
+    """Change a member's role; the team keeps at least one lead."""
     with transaction.atomic():
         _check_role(role)
+        if role != Role.LEAD:
+            _keep_a_lead(membership, "role")
         before = {"user": membership.user.get_username(), "role": membership.role}
         membership.role = role
         membership.save(update_fields=["role"])
@@ -131,8 +147,10 @@ def set_role(membership: Membership, role: str, *, acting_user: User) -> Members
 
 
 def remove_member(membership: Membership, *, acting_user: User) -> None:
-    """Remove a member (their GPU cap in the team goes with them: quotas.apps)."""
+    """Remove a member (their GPU cap in the team goes with them: quotas.apps); the team
+    keeps at least one lead."""
     with transaction.atomic():
+        _keep_a_lead(membership, "username")
         record(
             "member.remove",
             actor=acting_user,

@@ -6,7 +6,6 @@ The team page itself shows quotas and usage too, so it lives above the apps (por
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -16,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language
 
-from base.auth import signed_in
+from base.auth import admin_required, signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors
 from tenants.access import access_team
@@ -66,7 +65,7 @@ def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     return redirect("profile")
 
 
-@staff_member_required
+@admin_required
 def manage_teams(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         parent_slug = request.POST.get("parent", "")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -12,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from base.auth import signed_in
+from base.auth import admin_required, signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors
 from monitoring.alerts import actions
@@ -37,7 +36,7 @@ def alert_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-@staff_member_required
+@admin_required
 @require_POST
 def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = get_object_or_404(Alert.objects.select_related("rule", "team"), pk=alert_id)
@@ -49,7 +48,7 @@ def alert_acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     return redirect("alert-list")
 
 
-@staff_member_required
+@admin_required
 def rule_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         rule = None
@@ -73,7 +72,7 @@ def rule_list(request: HttpRequest) -> HttpResponse:
     return render(request, "monitoring/rules.html", context)
 
 
-@staff_member_required
+@admin_required
 def silence_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:

@@ -7,12 +7,19 @@ import { el, gettext } from "./socket.js";
 
 const LIVE_WINDOW_S = 15 * 60;
 const MAX_POINTS_PER_GPU = 20000;
+// Memory arrives in MiB (DCGM's FB_USED) and is shown in GiB.
 const METRICS = [
   { key: "util", title: gettext("Utilisation"), unit: "%", range: [0, 100] },
-  { key: "fb_used", title: gettext("Memory used"), unit: "MiB" },
+  { key: "fb_used", title: gettext("Memory used"), unit: "GiB", scale: 1 / 1024 },
   { key: "temp", title: gettext("Temperature"), unit: "°C" },
   { key: "power", title: gettext("Power"), unit: "W" },
 ];
+const NUMBER = new Intl.NumberFormat(document.documentElement.lang || undefined, { maximumFractionDigits: 1 });
+
+// Axis ticks as plain numbers with their unit: "40 GiB", never "0,000".
+function ticks(unit) {
+  return (u, splits) => splits.map((v) => (v === null || v === undefined ? "" : `${NUMBER.format(v)} ${unit}`));
+}
 const COLOURS = ["#2f6fde", "#1f8a4c", "#c53030", "#b7791f", "#6b46c1", "#0f766e", "#be185d", "#4a5568"];
 
 function gpuName(node, index) {
@@ -20,9 +27,11 @@ function gpuName(node, index) {
 }
 
 export class GpuCharts {
-  constructor(container, table) {
+  constructor(container, table, lifetime = { start: null, end: null }) {
     this.container = container;
     this.table = table;
+    this.lifetime = lifetime;
+    this.hasTotals = false;
     this.series = new Map(); // gpu name -> {t: [], util: [], ...}
     this.showAll = false;
     this.plots = [];
@@ -48,6 +57,16 @@ export class GpuCharts {
     this.schedule();
   }
 
+  setHasTotals(value) {
+    this.hasTotals = value;
+    if (!this.series.size) this.rebuild();
+  }
+
+  setEnd(seconds) {
+    this.lifetime.end = seconds;
+    this.rebuild();
+  }
+
   setShowAll(value) {
     this.showAll = value;
     this.rebuild();
@@ -64,7 +83,10 @@ export class GpuCharts {
   push(columns, t, values) {
     if (columns.t.length && t <= columns.t[columns.t.length - 1]) return; // out of order: skip
     columns.t.push(t);
-    for (const m of METRICS) columns[m.key].push(values[m.key] ?? null);
+    for (const m of METRICS) {
+      const v = values[m.key];
+      columns[m.key].push(v === null || v === undefined ? null : v * (m.scale ?? 1));
+    }
     if (columns.t.length > MAX_POINTS_PER_GPU) {
       for (const key of Object.keys(columns)) columns[key].shift();
     }
@@ -86,7 +108,7 @@ export class GpuCharts {
       el("td", {}, gpuName(node, index)),
       el("td", {}, v(util, "%")),
       el("td", {}, sm === null || sm === undefined ? "–" : `${Math.round(sm * 100)} %`),
-      el("td", {}, fb === undefined ? "–" : `${Math.round(fb)} / ${Math.round(total ?? 0)} MiB`),
+      el("td", {}, fb === undefined || fb === null ? "–" : `${NUMBER.format(fb / 1024)} / ${NUMBER.format((total ?? 0) / 1024)} GiB`),
       el("td", {}, v(reading.temp ?? reading.DCGM_FI_DEV_GPU_TEMP, "°C")),
       el("td", {}, v(reading.power ?? reading.DCGM_FI_DEV_POWER_USAGE, "W")),
     );
@@ -113,10 +135,19 @@ export class GpuCharts {
     return tables.length === 1 ? tables[0] : uPlot.join(tables);
   }
 
+  // Never wider than the job's own life: from its start (or first sample) to its end (or now).
   xRange(dataMin, dataMax) {
-    if (this.showAll) return [dataMin, dataMax];
-    const now = Date.now() / 1000;
-    return [now - LIVE_WINDOW_S, now];
+    const end = this.lifetime.end ?? Math.max(Date.now() / 1000, dataMax ?? 0);
+    const start = this.lifetime.start ?? dataMin ?? end - LIVE_WINDOW_S;
+    const from = this.showAll || this.lifetime.end ? start : Math.max(start, end - LIVE_WINDOW_S);
+    return from < end ? [from, end] : [end - 60, end];
+  }
+
+  emptyText() {
+    if (this.lifetime.end === null) return gettext("No GPU samples yet.");
+    return this.hasTotals
+      ? gettext("The run was too short for minute averages: see its totals above.")
+      : gettext("No GPU samples were recorded for this job.");
   }
 
   rebuild() {
@@ -125,7 +156,7 @@ export class GpuCharts {
     this.container.replaceChildren();
     const names = [...this.series.keys()];
     if (!names.length) {
-      this.container.append(el("p", { class: "muted" }, gettext("No GPU samples yet.")));
+      this.container.append(el("p", { class: "muted", "data-charts-empty": "" }, this.emptyText()));
       this.plots = [];
       return;
     }
@@ -138,6 +169,7 @@ export class GpuCharts {
         width,
         height: 180,
         scales: { x: { time: true, range: (u, min, max) => this.xRange(min, max) }, y: m.range ? { range: m.range } : {} },
+        axes: [{}, { values: ticks(m.unit), size: 70 }],
         series: [{}, ...names.map((name, i) => ({ label: name, stroke: COLOURS[i % COLOURS.length], spanGaps: false }))],
         legend: { show: names.length <= 8 },
       };

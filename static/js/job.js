@@ -2,11 +2,20 @@
 
 import { GpuCharts } from "./charts.js";
 import { LogPane } from "./logpane.js";
-import { gettext, interpolate, liveSocket, showState } from "./socket.js";
+import { el, gettext, interpolate, liveSocket, showState } from "./socket.js";
 
+const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 const root = document.querySelector("[data-job-live]");
 const jobId = root.dataset.jobLive;
-const charts = new GpuCharts(root.querySelector("[data-charts]"), root.querySelector("[data-gpu-table]"));
+const seconds = (text) => (text ? Number(text) : null);
+// The charts span the job's own lifetime: from its start to its end (or now, while it runs).
+const lifetime = { start: seconds(root.dataset.started), end: seconds(root.dataset.finished) };
+const charts = new GpuCharts(root.querySelector("[data-charts]"), root.querySelector("[data-gpu-table]"), lifetime);
+const history = document.querySelector("[data-job-history]");
+const why = document.querySelector("[data-job-why]");
+const liveStatus = root.querySelector("[data-live-status]");
+const showLive = showState(liveStatus);
+let ended = root.dataset.terminal === "1";
 const logs = new LogPane(root.querySelector("[data-log]"));
 const stateBadge = document.getElementById("job-state");
 const historyToggle = root.querySelector("[data-history]");
@@ -24,22 +33,67 @@ async function loadHistory() {
     const values = {
       average: t.util_average,
       peak: t.util_peak,
-      memory: Math.round(t.fb_used_peak),
+      memory: (t.fb_used_peak / 1024).toFixed(1),
       energy: (t.energy_joules / 3.6e6).toFixed(3),
       hours: t.gpu_hours,
     };
     totals.textContent = interpolate(
-      gettext("average %(average)s % · peak %(peak)s % · peak memory %(memory)s MiB · %(energy)s kWh · %(hours)s GPU-hours"),
+      gettext("average %(average)s % · peak %(peak)s % · peak memory %(memory)s GiB · %(energy)s kWh · %(hours)s GPU-hours"),
       values,
       true,
     );
+    charts.setHasTotals(true);
   }
+}
+
+function time(iso) {
+  const at = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+}
+
+// A state the table does not show yet becomes its newest row.
+function addHistory(m) {
+  if (!history) return;
+  const rows = history.querySelectorAll("tr");
+  const last = rows[rows.length - 1];
+  const from = last ? last.children[2].textContent : "—";
+  if (from === m.state) return;
+  history.append(el("tr", { "data-at": m.at }, el("td", {}, time(m.at)), el("td", {}, from), el("td", {}, m.state), el("td", {}, m.reason ?? "")));
+}
+
+function showWhy(m) {
+  if (!why) return;
+  if (!m.pending_code) {
+    why.replaceChildren();
+    return;
+  }
+  const parts = [el("strong", {}, m.pending_code), `: ${m.pending_message}`];
+  if (m.estimated_start) {
+    const at = new Date(m.estimated_start).toLocaleTimeString(document.documentElement.lang || undefined, { hour: "2-digit", minute: "2-digit" });
+    parts.push(` · ${gettext("estimated start")} ${at}`);
+  }
+  why.replaceChildren(el("p", { class: "why" }, ...parts));
+}
+
+function showEnded() {
+  if (!liveStatus) return;
+  liveStatus.textContent = gettext("ended");
+  liveStatus.dataset.state = "ended";
 }
 
 const handlers = {
   "job.status": (m) => {
     stateBadge.textContent = m.state;
     stateBadge.className = `state ${m.state.toLowerCase()}`;
+    addHistory(m);
+    showWhy(m);
+    if (!TERMINAL.has(m.state)) return;
+    ended = true;
+    charts.setEnd(Date.parse(m.at) / 1000);
+    showEnded();
+    document.querySelector("[data-cancel]")?.remove(); // nothing left to cancel
+    loadHistory(); // the totals of the whole run
   },
   "job.log": (m) => logs.add(m),
   "job.metrics": (m) => charts.addReadings(m.gpus),
@@ -48,7 +102,8 @@ const handlers = {
 loadHistory();
 liveSocket(`/ws/jobs/${jobId}/`, {
   onMessage: (m) => handlers[m.type]?.(m),
-  onState: showState(root.querySelector("[data-live-status]")),
+  // A finished job's stream only brings the log's tail: its badge says so, not "live".
+  onState: (state, detail) => (ended && state === "live" ? showEnded() : showLive(state, detail)),
   // Resume the log right after the last chunk shown; a fresh page gets the recent tail.
   query: () => ({ after: logs.lastChunkId }),
 });

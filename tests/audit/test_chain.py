@@ -75,9 +75,10 @@ def test_every_action_writes_exactly_one_event(world: World) -> None:
             ),
         ),
         (
-            "member.remove",
+            "member.remove",  # carol: bob is nlp's only lead now, and a team keeps one
             lambda: remove_member(
-                Membership.objects.for_team(world.nlp).get(user=world.bob), acting_user=world.admin
+                Membership.objects.for_team(world.nlp).get(user=world.carol),
+                acting_user=world.admin,
             ),
         ),
         ("token.create", lambda: create_token(world.bob, "laptop")),

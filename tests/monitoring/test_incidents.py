@@ -61,7 +61,7 @@ def test_others_get_no_incident_page(world: World, incident: Incident) -> None:
     for user in (world.alice, world.carol):
         client = _as(user)
         for url in ("/incidents/", f"/incidents/{incident.pk}/", "/incidents/export.csv"):
-            assert client.get(url).status_code == 302, url
+            assert client.get(url).status_code == 403, url
         client.post(f"/incidents/{incident.pk}/", {"root_cause": "x", "resolve": "on"})
     incident.refresh_from_db()
     assert incident.state == "open" and incident.root_cause == ""

@@ -5,6 +5,7 @@ import signal
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from cluster.controller import Controller
@@ -19,7 +20,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then in-cluster")
-        parser.add_argument("--policy", choices=[p.value for p in Policy], default="fair")
+        parser.add_argument(
+            "--policy",
+            choices=[p.value for p in Policy],
+            default=settings.SCHEDULER_POLICY,
+            help="default: the SCHEDULER_POLICY setting (the dry run's too)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()

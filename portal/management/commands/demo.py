@@ -45,6 +45,9 @@ class Command(BaseCommand):
             + ", ".join(f"{u} ({r} of {t})" for u, t, r in MEMBERS)
         )
         self.stdout.write(f"  kubectl --kubeconfig {settings.KUBECONFIG} get pods -A")
+        self.stdout.write(
+            f"  gpuctl (pip install .): gpuctl login {url} -u bob, then gpuctl ls, gpuctl why JOB"
+        )
         self.stdout.write("  API docs: /api/docs/   Django admin: /admin/   Ctrl-C stops\n")
         try:
             uvicorn.run("portal.asgi:application", host="127.0.0.1", port=port, access_log=False)
