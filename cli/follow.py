@@ -45,6 +45,17 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def job_socket(url: str, token: str, job: int, after: int = 0) -> ClientConnection:
+    """The job's websocket, signed in with the API token."""
+    return connect(
+        websocket_url(url, job, after),
+        origin=Origin(origin_of(url)),
+        additional_headers={"Authorization": f"Bearer {token}"},
+        max_size=MAX_MESSAGE_BYTES,
+        proxy=None,
+    )
+
+
 @dataclass
 class Cursor:
     """What has been printed: the resume point and each pod's last chunk."""
@@ -113,13 +124,7 @@ class LogFollower:
                 failures += 1
 
     def _connect(self) -> ClientConnection:
-        return connect(
-            websocket_url(self.url, self.job, self.cursor.after),
-            origin=Origin(origin_of(self.url)),
-            additional_headers={"Authorization": f"Bearer {self.token}"},
-            max_size=MAX_MESSAGE_BYTES,
-            proxy=None,
-        )
+        return job_socket(self.url, self.token, self.job, self.cursor.after)
 
     def _refused(self, status: int) -> CliError:
         return CliError(

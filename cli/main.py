@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli import auth, cluster, jobs, logs, sweeps
+from cli import auth, cluster, jobs, logs, sweeps, top, usage
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -27,6 +27,8 @@ def gpuctl() -> None:
       gpuctl ls --mine --state queued,running
       gpuctl why 42
       gpuctl logs 42 -f
+      gpuctl top 42
+      gpuctl usage --month 2026-11 --by user
 
     GPUCTL_URL and GPUCTL_TOKEN override the config file. Exit codes: 0 ok, 1 error,
     2 usage, 3 not found, forbidden or not signed in, 4 refused as invalid.
@@ -40,6 +42,8 @@ for command in (
     *sweeps.COMMANDS,
     logs.logs_command,
     *cluster.COMMANDS,
+    *usage.COMMANDS,
+    *top.COMMANDS,
 ):
     gpuctl.add_command(command)
 
