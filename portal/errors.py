@@ -6,6 +6,7 @@ context processors: whatever broke the request (the database, say) must not brea
 
 from __future__ import annotations
 
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
@@ -21,16 +22,29 @@ def _message(exception: Exception | None) -> str:
     return exception.args[0]
 
 
+def _page(
+    request: HttpRequest, template: str, exception: Exception | None, status: int
+) -> HttpResponse:
+    try:
+        return render(request, template, {"exception": _message(exception)}, status=status)
+    finally:
+        # Under ASGI Django renders an error page in a thread of its own (the exception
+        # handler's sync_to_async is not thread-sensitive): a database connection the page's
+        # header opened there goes back to PostgreSQL's pool now, or nothing ever returns it.
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return render(request, "400.html", {"exception": _message(exception)}, status=400)
+    return _page(request, "400.html", exception, 400)
 
 
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return render(request, "403.html", {"exception": _message(exception)}, status=403)
+    return _page(request, "403.html", exception, 403)
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return render(request, "404.html", {"exception": _message(exception)}, status=404)
+    return _page(request, "404.html", exception, 404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

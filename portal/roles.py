@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from agent.embedded import run_agents
 from cluster import connect
@@ -50,10 +50,20 @@ def start_cluster(speed: float) -> KubeSim:
 
 
 def start_controller(stop: threading.Event) -> threading.Thread:
-    backend = KubernetesBackend(load_api_client(settings.KUBECONFIG))
-    thread = threading.Thread(
-        target=Controller(backend).run, args=(stop,), name="controller", daemon=True
-    )
+    """The controller in a thread until `stop`; then its log followers and Kubernetes calls
+    stop too, and its database connections go back (a process that goes on, as the tests'
+    live portals do, would otherwise keep them from the pool)."""
+    controller = Controller(KubernetesBackend(load_api_client(settings.KUBECONFIG)))
+
+    def run() -> None:
+        try:
+            controller.run(stop)
+        finally:
+            controller.followers.shutdown()
+            controller.kube.shutdown()
+            connection.close()
+
+    thread = threading.Thread(target=run, name="controller", daemon=True)
     thread.start()
     return thread
 

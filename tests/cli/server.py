@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from portal.asgi import application
 
@@ -56,9 +56,10 @@ class LiveServer:
 
     def call(self, work: Callable[[], Any]) -> Any:
         """Run sync code (ORM writes, live sends) as the server's own views would: on its loop,
-        so the in-memory channel layer is used from the loop it belongs to."""
+        so the in-memory channel layer is used from the loop it belongs to. Its database
+        connection goes back afterwards, as a view's does (PostgreSQL's pool is small)."""
         assert self.loop is not None
-        future = asyncio.run_coroutine_threadsafe(sync_to_async(work)(), self.loop)
+        future = asyncio.run_coroutine_threadsafe(database_sync_to_async(work)(), self.loop)
         return future.result(timeout=30)
 
 
