@@ -82,7 +82,9 @@ def test_single_node_job_succeeds_with_its_log_kept(cluster: Cluster) -> None:
 
 
 def test_multi_node_job_runs_one_pod_per_node(cluster: Cluster) -> None:
-    job = cluster.submit(runtime_s=3, nodes=2, gpus_per_node=8)
+    # Long enough that RUNNING is seen however slowly the controller steps: a short job could
+    # start and end between two of its turns on a loaded machine. The clock then skips its end.
+    job = cluster.submit(runtime_s=600, nodes=2, gpus_per_node=8)
     cluster.drive(lambda: cluster.state(job) == State.RUNNING)
     assert len(job.placement) == 2 and set(job.placement.values()) == {8}
 
@@ -92,6 +94,7 @@ def test_multi_node_job_runs_one_pod_per_node(cluster: Cluster) -> None:
 
     cluster.drive(lambda: len(bound()) == 2 and all(bound()))
     assert bound() == sorted(job.placement)
+    cluster.clock.advance(600)
     cluster.drive(lambda: cluster.state(job) == State.SUCCEEDED)
 
 
