@@ -79,6 +79,8 @@ def test_the_notice_shows_in_the_pods_file_and_sigterm_comes_before_the_deadline
     stopped = low.events.get(to_state=State.PREEMPTED).at
     lead = timedelta(seconds=sigterm_lead(PREEMPTION_GRACE_S))
     assert deadline - lead - timedelta(seconds=1) <= stopped < deadline  # (whole seconds)
+    # The Job's deletion reaches kubesim after the portal's commit, from the controller's pool.
+    cluster.drive(lambda: all(k.runs[-1].finished is not None for k in kubelets))
     for kubelet in kubelets:
         assert any("SIGTERM" in note for _, note in kubelet.runs[-1].notes)
 
