@@ -146,6 +146,9 @@ def _database() -> dict[str, object]:
                 "server_side_binding": True,
                 "prepare_threshold": env_int("DB_PREPARE_AFTER", 5) or None,
             }
+            # The pool checks a connection before lending it (an empty statement): one that
+            # PostgreSQL dropped (a restart, a failover) is replaced, not handed to a request.
+            config["CONN_HEALTH_CHECKS"] = True
         return config
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -223,6 +226,14 @@ SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fair")
 SWEEP_MAX_MEMBERS = env_int("SWEEP_MAX_MEMBERS", 1000)
 # The currency of prices, statements and budgets (ISO 4217).
 BILLING_CURRENCY = env_str("BILLING_CURRENCY", "CNY")
+# Idle jobs (monitoring/idle.py), for teams without a policy of their own: a running job whose
+# GPUs all stay under IDLE_UTIL_PCT % for IDLE_MINUTES, never counting its first
+# IDLE_FIRST_MINUTES, is idle and its owner told; a team's policy may stop it
+# IDLE_STOP_GRACE_MINUTES after that. IDLE_UTIL_PCT is also the right-sizing hint's "used".
+IDLE_UTIL_PCT = env_int("IDLE_UTIL_PCT", 5)
+IDLE_MINUTES = env_int("IDLE_MINUTES", 30)
+IDLE_FIRST_MINUTES = env_int("IDLE_FIRST_MINUTES", 10)
+IDLE_STOP_GRACE_MINUTES = env_int("IDLE_STOP_GRACE_MINUTES", 30)
 
 # The lockout backend goes first: a locked-out username and address is refused before the
 # password is checked (the login form and the token endpoint alike).
