@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from base.auth import signed_in
+from cluster.policy import effective
 from cluster.snapshot import build_snapshot, past_usage
 from jobs.api import team_for_submission
 from jobs.reasons import reason_text
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 
 def policy_config() -> PolicyConfig:
-    return PolicyConfig(policy=Policy(settings.SCHEDULER_POLICY))
+    """The policy the controller runs: the admin's choice, else the `SCHEDULER_POLICY` setting."""
+    return effective(PolicyConfig(policy=Policy(settings.SCHEDULER_POLICY)))
 
 
 def _probes(

@@ -89,3 +89,16 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder} until {self.expires_at}"
+
+
+class SchedulingPolicy(models.Model):
+    """The scheduling policy an admin chose in the portal (one row, `pk=1`): the controller
+    reads it every cycle, so a change takes effect at the next one. Without the row the
+    controller runs its own (`--policy`, default the `SCHEDULER_POLICY` setting)."""
+
+    policy = models.CharField(max_length=16)
+    changed_at = models.DateTimeField()
+    changed_by = models.CharField(max_length=150)
+
+    def __str__(self) -> str:
+        return f"{self.policy} since {self.changed_at} by {self.changed_by}"

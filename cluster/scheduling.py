@@ -29,6 +29,7 @@ from cluster.intake import Intake
 from cluster.kubecalls import KubeCalls
 from cluster.locked import LockedJobs
 from cluster.manifests import sigterm_lead
+from cluster.policy import effective
 from cluster.snapshot import RECENT_IDS, PolicyTables, QueuedRequests, build_snapshot, past_usage
 from jobs.models import HOLDING_STATES, Job, State
 from scheduler import PolicyConfig, decide
@@ -119,7 +120,8 @@ class Scheduling:
         snapshot = build_snapshot(now, self.usage, self.queued, self.policy)
         read = self.clock()
         # The queue as kept between cycles (`QueuedRequests`), not sorted afresh every cycle.
-        decisions = decide(snapshot, self.queued.index, self.config, explain=explain)
+        config = effective(self.config)  # the admin's choice of policy, from this cycle on
+        decisions = decide(snapshot, self.queued.index, config, explain=explain)
         decided = self.clock()
         applied = apply_decisions(decisions, now, self.explanations, holder=self.holder)
         ended = self.clock()

@@ -78,6 +78,7 @@ ROUTES: dict[str, str] = {
     "adjustments-api": "admin-api",
     "audit-export": "listing",
     "audit-verify": "admin",
+    "manage-scheduling": "admin",
     "manage-teams": "admin",
     "manage-gpu-types": "admin",
     "manage-quotas": "admin",
