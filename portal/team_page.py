@@ -10,12 +10,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from base.auth import signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors, int_field
+from cluster.shares import team_standings
 from jobs.usage import usage_against_quota
 from quotas.actions import set_member_cap
 from quotas.models import MemberCap, Queue, Quota
@@ -38,6 +40,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "members": members,
         "usage": usage_against_quota([team]),
+        "standing": team_standings(timezone.now()).get(team.slug),
         "queues": Queue.objects.for_team(team),
         "children": children,
         "child_quotas": Quota.unscoped.filter(team__in=children).select_related("team", "gpu_type"),

@@ -121,17 +121,29 @@ class Ledger:
             return _quota_reason("department", job, dept_used, dept_limit)
         return None
 
-    def share(self, team: str) -> float:
-        """Weighted dominant share: the largest fraction of any GPU type held, plus past usage."""
-        cached = self._shares.get(team)
-        if cached is not None:
-            return cached
+    def weight(self, team: str) -> float:
+        """The team's fair-share weight (times its guaranteed GPUs under `weight_by_guarantee`)."""
+        return self._weight.get(team, 1.0)
+
+    def dominant(self, team: str) -> float:
+        """The largest fraction of any GPU type's capacity the team holds now."""
         dominant = 0.0
         for gpu_type, capacity in self._capacity.items():
             used = self.used.get((team, gpu_type), 0)
             if used and capacity:
                 dominant = max(dominant, used / capacity)
-        share = (dominant + self._past.get(team, 0.0)) / self._weight.get(team, 1.0)
+        return dominant
+
+    def past(self, team: str) -> float:
+        """The team's decayed past usage, as a share of what the cluster gives in a half-life."""
+        return self._past.get(team, 0.0)
+
+    def share(self, team: str) -> float:
+        """Weighted dominant share: the largest fraction of any GPU type held, plus past usage."""
+        cached = self._shares.get(team)
+        if cached is not None:
+            return cached
+        share = (self.dominant(team) + self.past(team)) / self.weight(team)
         self._shares[team] = share
         return share
 
