@@ -9,6 +9,7 @@
 | row-remap-failed  | ... and a failed one                                                    |
 | thermal           | +55 °C, clocks event reasons SW/HW thermal slowdown                     |
 | nvlink-down       | NVLink `link` inactive, Xid 74                                          |
+| nvlink-errors     | 100 more CRC flit errors (and replays) on the GPU's links, no Xid        |
 | node-notready     | the node goes NotReady (see nodelifecycle)                              |
 """
 
@@ -30,6 +31,7 @@ KINDS = (
     "row-remap-failed",
     "thermal",
     "nvlink-down",
+    "nvlink-errors",
     "node-notready",
 )
 XID_FOR = {"gpu-lost": 79, "ecc-dbe": 48, "nvlink-down": 74}
@@ -96,6 +98,8 @@ class FaultInjector:
                 faults.thermal = on
             elif fault.kind == "nvlink-down":
                 (faults.nvlink_down.add if on else faults.nvlink_down.discard)(fault.link)
+            elif fault.kind == "nvlink-errors":
+                faults.nvlink_crc_errors = faults.nvlink_crc_errors + 100 if on else 0
         if on and fault.xid:
             gpus.post_xid(fault.gpu, fault.xid)
         if fault.kind == "gpu-lost":

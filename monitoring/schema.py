@@ -53,7 +53,11 @@ METRICS: dict[str, Bound] = {
     "DCGM_FI_DEV_FB_FREE": MIB,
     FB_TOTAL: MIB,
     GPU_TEMP: Bound(0, 150),
+    "DCGM_FI_DEV_MEMORY_TEMP": Bound(0, 150),
     POWER_USAGE: Bound(0, 5000),
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": Bound(0, 5000),
+    "DCGM_FI_DEV_SM_CLOCK": Bound(0, 10_000, integer=True),
+    "DCGM_FI_DEV_MEM_CLOCK": Bound(0, 10_000, integer=True),
     TOTAL_ENERGY: COUNT,
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": COUNT,
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": COUNT,
@@ -65,6 +69,9 @@ METRICS: dict[str, Bound] = {
     "DCGM_FI_DEV_XID_ERRORS": Bound(0, 10_000, integer=True),
     "PORTAL_NVLINK_LINKS_UP": LINKS,
     "PORTAL_NVLINK_LINKS_DOWN": LINKS,
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": COUNT,
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": COUNT,
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": COUNT,
 }
 INDEX = Bound(0, MAX_GPU_INDEX, integer=True)
 BOOT_LENGTH = 64  # the agent's start: a batch's identity is (node, boot, seq)

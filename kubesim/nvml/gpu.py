@@ -16,6 +16,10 @@ from kubesim.clock import Clock
 from kubesim.cluster import GpuProduct
 
 IDLE_WATTS = 70.0
+CLOCKS_MHZ = {"hopper": (1980, 2619), "ampere": (1410, 1593)}
+"""Per family, the SM clock at full boost and the memory clock (an idle SM clocks down)."""
+IDLE_SM_MHZ = 345
+THROTTLED_SM_SHARE = 0.6
 
 
 @dataclass
@@ -38,6 +42,8 @@ class GpuFaults:
     remap_pending: bool = False
     remap_failed: bool = False
     nvlink_down: set[int] = field(default_factory=set)
+    nvlink_crc_errors: int = 0
+    """CRC flit errors counted on the GPU's first link (replays and recoveries follow them)."""
 
 
 @dataclass
@@ -67,6 +73,17 @@ class SimGpu:
 
     def temperature(self, now: float) -> int:
         return int(32 + 0.45 * self.utilisation(now) + (55 if self.faults.thermal else 0))
+
+    def memory_temperature(self, now: float) -> int:
+        """HBM runs a few degrees above the die under load, and overheats with it."""
+        return int(30 + 0.5 * self.utilisation(now) + (60 if self.faults.thermal else 0))
+
+    def clocks_mhz(self, now: float) -> tuple[int, int]:
+        """(SM, memory) clocks: boost while busy, lower when throttled, down when idle."""
+        boost, memory = CLOCKS_MHZ.get(self.product.family, (1410, 1593))
+        if self.workload is None:
+            return IDLE_SM_MHZ, memory
+        return int(boost * THROTTLED_SM_SHARE if self.faults.thermal else boost), memory
 
     def power_mw(self, now: float) -> int:
         span = self.product.power_watts - IDLE_WATTS

@@ -21,6 +21,9 @@ NOT_FOUND, INSUFFICIENT_SIZE, TIMEOUT, GPU_IS_LOST = 6, 7, 10, 15
 EVENT_XID = 0x8
 EVENT_DOUBLE_BIT_ECC = 0x2
 GPU_IDLE, SW_THERMAL, HW_THERMAL = 0x1, 0x20, 0x40
+CLOCK_SM, CLOCK_MEM = 1, 2
+NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT = 0, 1, 2
+FI_DEV_MEMORY_TEMP, VALUE_TYPE_UNSIGNED_INT = 82, 1
 DRIVER_VERSION = "570.86.15"
 NVLINKS = {"hopper": 18, "ampere": 12}
 # Functions a real datacenter GPU answers NOT_SUPPORTED (no fan on SXM boards; GPM not simulated).
@@ -166,6 +169,40 @@ class FakeNvmlLibrary:
             return INVALID_ARGUMENT
         return self._read(handle, lambda g, now: setattr(out(temp), "value", g.temperature(now)))
 
+    def nvmlDeviceGetFieldValues(self, handle: Any, count: Any, values: Any) -> int:
+        """Field values by id; the memory temperature is the one simulated, others answer
+        NOT_SUPPORTED in their own entry, as a real GPU does for fields it lacks."""
+        entries = out(values)
+
+        def fill(gpu: SimGpu, now: float) -> None:
+            for i in range(int(getattr(count, "value", count))):
+                entry = entries[i]
+                entry.timestamp, entry.latencyUsec = int(now * 1_000_000), 0
+                if entry.fieldId == FI_DEV_MEMORY_TEMP:
+                    entry.valueType, entry.nvmlReturn = VALUE_TYPE_UNSIGNED_INT, SUCCESS
+                    entry.value.uiVal = gpu.memory_temperature(now)
+                else:
+                    entry.nvmlReturn = NOT_SUPPORTED
+
+        return self._read(handle, fill)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any, limit: Any) -> int:
+        return self._read(
+            handle, lambda g, now: setattr(out(limit), "value", g.product.power_watts * 1000)
+        )
+
+    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: Any, clock: Any) -> int:
+        kind = int(getattr(clock_type, "value", clock_type))
+
+        def fill(gpu: SimGpu, now: float) -> int | None:
+            if kind not in (CLOCK_SM, CLOCK_MEM):
+                return NOT_SUPPORTED
+            sm, memory = gpu.clocks_mhz(now)
+            out(clock).value = sm if kind == CLOCK_SM else memory
+            return None
+
+        return self._read(handle, fill)
+
     def nvmlDeviceGetPowerUsage(self, handle: Any, power: Any) -> int:
         return self._read(handle, lambda g, now: setattr(out(power), "value", g.power_mw(now)))
 
@@ -211,6 +248,22 @@ class FakeNvmlLibrary:
             if not 0 <= index < NVLINKS.get(gpu.product.family, 0):
                 return INVALID_ARGUMENT if gpu.product.family in NVLINKS else NOT_SUPPORTED
             out(active).value = 0 if index in gpu.faults.nvlink_down else 1
+            return None
+
+        return self._read(handle, fill)
+
+    def nvmlDeviceGetNvLinkErrorCounter(
+        self, handle: Any, link: Any, counter: Any, value: Any
+    ) -> int:
+        index, kind = int(getattr(link, "value", link)), int(getattr(counter, "value", counter))
+
+        def fill(gpu: SimGpu, now: float) -> int | None:
+            if not 0 <= index < NVLINKS.get(gpu.product.family, 0):
+                return INVALID_ARGUMENT if gpu.product.family in NVLINKS else NOT_SUPPORTED
+            crc = gpu.faults.nvlink_crc_errors if index == 0 else 0
+            # Each CRC error is replayed; one in ten replays needs the link to recover.
+            counts = {NVLINK_REPLAY: crc, NVLINK_RECOVERY: crc // 10, NVLINK_CRC_FLIT: crc}
+            out(value).value = counts.get(kind, 0)
             return None
 
         return self._read(handle, fill)

@@ -64,12 +64,16 @@ def test_it_reads_every_gpu_with_dcgm_field_names(agent: tuple[Agent, Recorder])
     assert busy[f.FB_TOTAL] == 81559 and 81558 <= busy[f.FB_USED] + busy[f.FB_FREE] <= 81559
     assert busy[f.FB_USED] > 40000 and idle[f.FB_USED] == 2
     assert busy[f.GPU_TEMP] > idle[f.GPU_TEMP] >= 30
+    assert busy[f.MEMORY_TEMP] > idle[f.MEMORY_TEMP] >= 30  # a field value (id 82)
+    assert busy[f.POWER_LIMIT] == idle[f.POWER_LIMIT] == 700.0
+    assert (busy[f.SM_CLOCK], busy[f.MEM_CLOCK]) == (1980, 2619) and idle[f.SM_CLOCK] == 345
     assert busy[f.POWER_USAGE] > 400 and idle[f.POWER_USAGE] == 70.0
     assert busy[f.TOTAL_ENERGY] > 0
     assert idle[f.THROTTLE_REASONS] == 1 and busy[f.THROTTLE_REASONS] == 0  # 1: GPU idle
     assert (busy[f.ECC_SBE], busy[f.ECC_DBE]) == (0, 0)
     assert (busy[f.REMAP_PENDING], busy[f.REMAP_FAILURE]) == (0, 0)
     assert (busy[f.NVLINK_UP], busy[f.NVLINK_DOWN]) == (18, 0)
+    assert (busy[f.NVLINK_CRC], busy[f.NVLINK_REPLAY], busy[f.NVLINK_RECOVERY]) == (0, 0, 0)
     assert busy[f.PCIE_RX] > busy[f.PCIE_TX] > 0 and idle[f.PCIE_RX] == 0
     assert busy["uuid"].startswith("GPU-")
 
@@ -85,11 +89,20 @@ def test_fields_a_gpu_does_not_offer_are_absent(agent: tuple[Agent, Recorder]) -
 def test_faults_show_in_the_fields(sim: KubeSim, agent: tuple[Agent, Recorder]) -> None:
     running, _ = agent
     sim.inject_fault("thermal", NODE, gpu=3)
+    sim.inject_fault("thermal", NODE, gpu=1)
     sim.inject_fault("nvlink-down", NODE, gpu=3, link=5)
     sim.inject_fault("row-remap-pending", NODE, gpu=3)
     sim.inject_fault("gpu-lost", NODE, gpu=6)
+    sim.inject_fault("nvlink-errors", NODE, gpu=0)
     gpus = running.sample_once()
     assert gpus[3][f.THROTTLE_REASONS] & 0x40 and gpus[3][f.GPU_TEMP] >= 87
+    assert gpus[3][f.MEMORY_TEMP] == 90  # idle, overheating
+    assert gpus[1][f.SM_CLOCK] == 1188 and gpus[1][f.MEMORY_TEMP] > 120  # busy, throttled
+    assert (gpus[0][f.NVLINK_CRC], gpus[0][f.NVLINK_REPLAY], gpus[0][f.NVLINK_RECOVERY]) == (
+        100,
+        100,
+        10,
+    )
     assert (gpus[3][f.NVLINK_UP], gpus[3][f.NVLINK_DOWN]) == (17, 1)
     assert gpus[3][f.REMAP_PENDING] == 1
     assert set(gpus[6]) == {"index", "at"}  # off the bus: no readings, and no error
