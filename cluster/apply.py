@@ -17,6 +17,7 @@ from django.db import transaction
 
 from audit.record import audit_event
 from base.bulk_update import update_values
+from cluster import job_notices
 from cluster.observe import writing
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, State
 from jobs.states import Moves, transition
@@ -132,6 +133,7 @@ def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: M
         f"preemption notice ({reason}) for job {for_job}: stops by {grace_until:%H:%M:%S}"
     )
     moves.save(job, ["grace_until", "preempted_for", "state_reason"])
+    job_notices.preemption_notice(job, for_job, grace_until)
     moves.audit(
         audit_event(
             "job.preempt_notice",
@@ -145,11 +147,11 @@ def _notice(job: Job, reason: str, for_job: int, grace_until: datetime, moves: M
 
 
 def withdraw_notice(job: Job, why: str, moves: Moves) -> Notice:
-    """The job its preemption made room for no longer needs its GPUs: it runs on, untold.
-
-    The owner is to be notified here (a notification scheduled with `transaction.on_commit`)."""
+    """The job its preemption made room for no longer needs its GPUs: it runs on, and its
+    owner is told."""
     grace_until = job.grace_until.isoformat() if job.grace_until else None
     before = {"for_job": job.preempted_for_id, "grace_until": grace_until}
+    job_notices.notice_withdrawn(job, job.preempted_for_id)
     job.state_reason = f"preemption withdrawn: job {job.preempted_for_id} {why}"[:255]
     job.grace_until, job.preempted_for_id = None, None
     moves.save(job, ["grace_until", "preempted_for", "state_reason"])
@@ -245,6 +247,15 @@ def _pending(decisions: dict[int, Pending], explanations: Explanations, at: date
         written[job_id] = fresh
     # A job cancelled since the snapshot keeps no explanation.
     update_values(Job, EXPLANATION_FIELDS, changed, where={"state": State.QUEUED})
+    told = explanations.written
+    job_notices.never_fits(
+        [
+            job_id
+            for job_id, fresh in written.items()
+            if fresh.code == ReasonCode.NEVER_FITS
+            and (job_id not in told or told[job_id].code != ReasonCode.NEVER_FITS)
+        ]
+    )
     transaction.on_commit(partial(explanations.written.update, written))
 
 

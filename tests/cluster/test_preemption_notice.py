@@ -18,6 +18,8 @@ from cluster.manifests import (
 )
 from jobs.actions import cancel_job
 from jobs.models import Job, State
+from notifications.models import Notification
+from quotas.models import Quota
 from tests.cluster.conftest import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,4 +102,22 @@ def test_a_victim_runs_on_when_the_job_it_made_room_for_no_longer_waits(
     assert all(_files(cluster, p)[DEADLINE_PATH] == "" for p in _pods(cluster, low))
     withdrawn = AuditEvent.chain.filter(target_id=str(low.pk), action="job.preempt_withdrawn")
     assert withdrawn.count() == 1
+    told = Notification.objects.filter(user=cluster.world.bob, link=f"/jobs/{low.pk}/")
+    assert [n.title for n in told.order_by("pk")] == [
+        f"Job {low.name} ({low.pk}) will be preempted",
+        f"Preemption of job {low.name} ({low.pk}) withdrawn",
+    ]
     assert State.PREEMPTED not in {e.to_state for e in low.events.all()}
+
+
+def test_a_job_that_can_never_start_tells_its_owner_and_leads_once(cluster: Cluster) -> None:
+    job = cluster.submit(nodes=4, gpus_per_node=8)
+    # The lead lowers the team's limit before the controller's next turn.
+    Quota.objects.for_team(cluster.world.vision).update(limit=16)
+    cluster.drive(lambda: _fresh(job).pending_code == "NEVER_FITS")
+    for _ in range(10):  # later cycles explain it again
+        cluster.drive(lambda: True)
+    title = f"Job {job.name} ({job.pk}) can never start as things are"
+    told = Notification.objects.filter(title=title)
+    assert sorted(told.values_list("user__username", flat=True)) == ["alice", "bob"]
+    assert "team quota" in told.first().body  # type: ignore[union-attr]
