@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint typecheck pytest bench messages
+.PHONY: demo test lint typecheck pytest bench messages cli-messages
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,3 +40,10 @@ messages: $(VENV)/.runtime
 	$(PY) manage.py makemessages -l zh_Hans --no-obsolete $(MESSAGES_IGNORE)
 	$(PY) manage.py makemessages -d djangojs -l zh_Hans --no-obsolete $(MESSAGES_IGNORE)
 	$(PY) manage.py compilemessages -l zh_Hans $(MESSAGES_IGNORE)
+
+# gpuctl's own catalogue (cli/locale), shipped with the package.
+CLI_CATALOGUE := cli/locale/zh_Hans/LC_MESSAGES/gpuctl
+cli-messages:
+	xgettext -L Python --keyword=_ --keyword=ngettext:1,2 --from-code=UTF-8 -o cli/locale/gpuctl.pot cli/*.py
+	msgmerge -N -U $(CLI_CATALOGUE).po cli/locale/gpuctl.pot
+	msgfmt -o $(CLI_CATALOGUE).mo $(CLI_CATALOGUE).po

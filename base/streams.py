@@ -49,6 +49,7 @@ class JobStatusMessage(TypedDict):
     submitted_at: str
     pending_code: str
     pending_message: str
+    pending_figures: dict[str, Any]  # the reason's figures; consumers render it per reader
     estimated_start: str | None  # ISO 8601, for waiting jobs the scheduler could estimate
 
 

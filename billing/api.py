@@ -1,10 +1,12 @@
-"""`/api/v1/usage/` (GPU-hours and cost over a period, grouped) and `/api/v1/prices/`."""
+"""`/api/v1/usage/` (GPU-hours and cost over a period, grouped), `/api/v1/prices/`,
+`/api/v1/statements/` and `/api/v1/budgets/`."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -15,8 +17,17 @@ from rest_framework.views import APIView
 
 from base.auth import signed_in
 from base.errors import FieldErrors
-from billing.actions import adjust_statement, set_gpu_price, set_queue_multiplier, staff_only
-from billing.models import GpuPrice, QueueMultiplier, Statement
+from billing.actions import (
+    BUDGET_FIELDS,
+    adjust_statement,
+    delete_budget,
+    set_budget,
+    set_gpu_price,
+    set_queue_multiplier,
+    staff_only,
+)
+from billing.budgets import budget_statuses, team_budget
+from billing.models import Budget, GpuPrice, QueueMultiplier, Statement
 from billing.prices import currency
 from billing.query import MAX_DAYS, parse_month, parse_usage_query
 from billing.statements import statement_teams, team_statements
@@ -254,3 +265,79 @@ class QueueMultiplierView(APIView):
             raise FieldErrors({"queue": _("team %(team)s has no queue %(queue)s") % data})
         set_queue_multiplier(queue, data["multiplier"], acting_user=signed_in(request))
         return Response(QueueMultiplierRequestSerializer(data).data)
+
+
+class BudgetSerializer(serializers.Serializer):
+    team = serializers.CharField(source="budget.team.slug")
+    currency = serializers.CharField()
+    amount = serializers.DecimalField(source="budget.amount", max_digits=14, decimal_places=2)
+    warning_pct = serializers.IntegerField(source="budget.warning_pct")
+    critical_pct = serializers.IntegerField(source="budget.critical_pct")
+    hard_stop = serializers.BooleanField(source="budget.hard_stop")
+    spent = serializers.DecimalField(max_digits=24, decimal_places=2)
+    percent = serializers.IntegerField()
+    held = serializers.BooleanField(help_text="The team's new jobs wait: budget spent, hard stop.")
+
+
+class BudgetRequestSerializer(serializers.Serializer):
+    team = serializers.SlugField()
+    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+    warning_pct = serializers.IntegerField(default=80)
+    critical_pct = serializers.IntegerField(default=100)
+    hard_stop = serializers.BooleanField(default=False)
+
+
+class BudgetListView(APIView):
+    """`/api/v1/budgets/`: GET the budgets of the teams the caller sees (every team's for an
+    admin), each with what the team has spent of it this month. POST (platform admins, and a
+    department's leads for its sub-teams): set a team's monthly budget, audited."""
+
+    @extend_schema(responses={200: BudgetSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        budgets = Budget.objects.for_user(request.user).select_related("team")
+        return Response(BudgetSerializer(budget_statuses(budgets), many=True).data)
+
+    @extend_schema(request=BudgetRequestSerializer, responses={201: BudgetSerializer})
+    def post(self, request: Request) -> Response:
+        user = signed_in(request)
+        given = BudgetRequestSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = dict(given.validated_data)
+        team = access_team(user, data.pop("team"))
+        existed = Budget.objects.for_team(team).exists()
+        set_budget(team, **data, acting_user=user)
+        code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED
+        return Response(BudgetSerializer(team_budget(team)).data, status=code)
+
+
+class BudgetView(APIView):
+    """`/api/v1/budgets/<team>/`: GET a team's budget with this month's spending; PATCH or
+    DELETE it (platform admins, and the department's leads), audited."""
+
+    def _budget(self, request: Request, team_slug: str) -> Budget:
+        team = access_team(request.user, team_slug)
+        budget = Budget.objects.for_team(team).select_related("team").first()
+        if budget is None:
+            raise Http404(_("Team %(team)s has no budget.") % {"team": team.slug})
+        return budget
+
+    @extend_schema(responses={200: BudgetSerializer})
+    def get(self, request: Request, team_slug: str) -> Response:
+        return Response(
+            BudgetSerializer(budget_statuses([self._budget(request, team_slug)])[0]).data
+        )
+
+    @extend_schema(request=BudgetRequestSerializer(partial=True), responses={200: BudgetSerializer})
+    def patch(self, request: Request, team_slug: str) -> Response:
+        budget = self._budget(request, team_slug)
+        given = BudgetRequestSerializer(data=request.data, partial=True)
+        given.is_valid(raise_exception=True)
+        changes = {k: v for k, v in given.validated_data.items() if k != "team"}
+        current = {f: getattr(budget, f) for f in BUDGET_FIELDS}
+        set_budget(budget.team, **{**current, **changes}, acting_user=signed_in(request))
+        return Response(BudgetSerializer(team_budget(budget.team)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, team_slug: str) -> Response:
+        delete_budget(self._budget(request, team_slug), acting_user=signed_in(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -139,3 +139,55 @@ class Adjustment(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.statement_id}: {self.amount} ({self.reason})"
+
+
+class Budget(TenantOwned):
+    """A team's monthly budget in the portal's currency (`BILLING_CURRENCY`): its leads are
+    told once per month at each threshold, and with `hard_stop` its new jobs wait once it is
+    spent. Set by platform admins and the department's leads, audited."""
+
+    amount = models.DecimalField(
+        max_digits=14, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
+    )
+    warning_pct = models.PositiveSmallIntegerField(default=80)
+    critical_pct = models.PositiveSmallIntegerField(default=100)
+    hard_stop = models.BooleanField(
+        default=False, help_text=_("Once the month's budget is spent, new jobs wait.")
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__slug"]
+        constraints = [models.UniqueConstraint(fields=["team"], name="one_budget_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.amount} a month"
+
+
+class BudgetLevel(models.TextChoices):
+    """A budget threshold; its notification goes out once per team and month."""
+
+    WARNING = "warning", _("warning")
+    CRITICAL = "critical", _("critical")
+
+
+class BudgetAlert(TenantOwned):
+    """That a team's leads were told it passed a threshold of its budget in a month: kept so a
+    restarted controller, or a budget edited again, does not tell them twice."""
+
+    month = models.DateField(help_text="The month's first day.")
+    level = models.CharField(max_length=8, choices=BudgetLevel.choices)
+    spent = models.DecimalField(max_digits=20, decimal_places=2)
+    budget = models.DecimalField(max_digits=14, decimal_places=2)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["month", "team__slug", "level"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "month", "level"], name="one_budget_alert_per_level_and_month"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} {self.month:%Y-%m} {self.level}"

@@ -1,6 +1,7 @@
 """`/usage/`: GPU-hours and cost by month. An admin sees every team, a lead their team by
-member, a member their own jobs and their team's total. `/usage/statements/`: the monthly
-statements of the teams one leads (every team for an admin), and their CSV."""
+member, a member their own jobs and their team's total; everyone their teams' budgets this
+month against what was spent. `/usage/statements/`: the monthly statements of the teams one
+leads (every team for an admin), and their CSV."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from base.errors import FieldErrors
+from billing.budgets import budget_statuses
+from billing.models import Budget
 from billing.prices import currency
 from billing.query import UsageQuery, parse_month, parse_usage_query
 from billing.statements import LINE_GROUPS, TeamStatement, statement_teams, team_statements
@@ -54,6 +57,9 @@ def usage_page(request: HttpRequest) -> HttpResponse:
             "group_choices": GROUP_NAMES,
             "team": query.team or "",
             "error": error,
+            "budgets": budget_statuses(
+                Budget.objects.for_user(request.user).select_related("team")
+            ),
         },
     )
 

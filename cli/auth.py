@@ -11,13 +11,23 @@ import click
 from cli import config
 from cli.api import Api, session
 from cli.errors import USAGE, CliError
+from cli.helptext import examples
 from cli.i18n import _
 from cli.output import emit, output_option, pairs
 
 MAX_TOKEN_DAYS = 365
 
 
-@click.command()
+@click.command(
+    help=_(
+        "Sign in: trade your username and password for a personal API token, kept in your "
+        "config file (mode 0600). URL defaults to the portal you last signed in to."
+    )
+    + examples(
+        "gpuctl login https://portal.example",
+        "gpuctl login https://portal.example -u alice --password-stdin < password.txt",
+    ),
+)
 @click.argument("url", required=False)
 @click.option("-u", "--username", help=_("Asked for when not given."))
 @click.option(
@@ -31,14 +41,6 @@ MAX_TOKEN_DAYS = 365
 def login(
     url: str | None, username: str | None, password_stdin: bool, expires_in_days: int | None
 ) -> None:
-    """Sign in: trade your username and password for a personal API token, kept in your config
-    file (mode 0600). URL defaults to the portal you last signed in to.
-
-    \b
-    Examples:
-      gpuctl login https://portal.example
-      gpuctl login https://portal.example -u alice --password-stdin < password.txt
-    """
     url = url or config.current().url
     if not url:
         raise CliError(_("Name the portal: gpuctl login URL"), USAGE)
@@ -64,16 +66,15 @@ def login(
     )
 
 
-@click.command()
+@click.command(
+    help=_(
+        "Revoke the token on the portal and forget it from your config file (the URL stays "
+        "for the next login). Where the portal cannot be reached or cannot revoke it, the "
+        "token is still forgotten here: revoke it on the portal's profile page."
+    )
+    + examples("gpuctl logout"),
+)
 def logout() -> None:
-    """Revoke the token on the portal and forget it from your config file (the URL stays for
-    the next login). Where the portal cannot be reached or cannot revoke it, the token is
-    still forgotten here: revoke it on the portal's profile page.
-
-    \b
-    Example:
-      gpuctl logout
-    """
     kept = config.stored()
     token = kept.pop("token", None)
     if token is None:
@@ -101,16 +102,12 @@ def _revoke(url: str | None, token: str) -> bool:
     return True
 
 
-@click.command()
+@click.command(
+    help=_("Who the token belongs to, and their teams.")
+    + examples("gpuctl whoami", "gpuctl whoami -o json"),
+)
 @output_option
 def whoami(output: str) -> None:
-    """Who the token belongs to, and their teams.
-
-    \b
-    Examples:
-      gpuctl whoami
-      gpuctl whoami -o json
-    """
     api = session()
     me = {"url": api.url, **api.get("me/")}
     emit(me, output, _me_table)

@@ -8,6 +8,7 @@ import click
 
 from cli.api import session
 from cli.errors import USAGE, CliError
+from cli.helptext import examples
 from cli.i18n import _
 from cli.output import emit, output_option, table, when
 
@@ -23,18 +24,16 @@ def _quota_table(teams: list[dict[str, Any]]) -> str:
     return table(["TEAM", "GPU TYPE", "USED", "GUARANTEED", "LIMIT"], rows)
 
 
-@click.command()
+@click.command(
+    help=_(
+        "GPUs a team holds now against its guaranteed quota and limit, per GPU type. Without "
+        "TEAM, each of your teams."
+    )
+    + examples("gpuctl quota", "gpuctl quota vision -o json"),
+)
 @click.argument("team", required=False)
 @output_option
 def quota(team: str | None, output: str) -> None:
-    """GPUs a team holds now against its guaranteed quota and limit, per GPU type. Without
-    TEAM, each of your teams.
-
-    \b
-    Examples:
-      gpuctl quota
-      gpuctl quota vision -o json
-    """
     api = session()
     slugs = [team] if team else [t["slug"] for t in api.get("me/")["teams"]]
     if not slugs:
@@ -67,16 +66,12 @@ def _nodes_table(nodes: list[dict[str, Any]]) -> str:
     return table(["NAME", "GPU TYPE", "GPUS", "UNHEALTHY", "RACK", "HEARTBEAT", "STATE"], rows)
 
 
-@click.command()
+@click.command(
+    help=_("The cluster's nodes and their GPUs (platform admins).")
+    + examples("gpuctl nodes", "gpuctl nodes -o json | jq '.[] | select(.cordoned)'"),
+)
 @output_option
 def nodes(output: str) -> None:
-    """The cluster's nodes and their GPUs (platform admins).
-
-    \b
-    Examples:
-      gpuctl nodes
-      gpuctl nodes -o json | jq '.[] | select(.cordoned)'
-    """
     api = session()
     found: list[dict[str, Any]] = []
     number = 1
@@ -98,31 +93,25 @@ def _nodes_table_one(node: dict[str, Any]) -> str:
     return _nodes_table([node])
 
 
-@click.command()
+@click.command(
+    help=_("Stop scheduling onto a node (platform admins). Running jobs keep running.")
+    + examples('gpuctl cordon h100-a-1 --reason "Xid 79: GPU fell off the bus"'),
+)
 @click.argument("node")
 @click.option("--reason", required=True, help=_("Why, for the audit trail and the nodes page."))
 @output_option
 def cordon(node: str, reason: str, output: str) -> None:
-    """Stop scheduling onto a node (platform admins). Running jobs keep running.
-
-    \b
-    Example:
-      gpuctl cordon h100-a-1 --reason "Xid 79: GPU fell off the bus"
-    """
     _set_cordon(node, "cordon", reason, output)
 
 
-@click.command()
+@click.command(
+    help=_("Let the scheduler use a node again (platform admins).")
+    + examples('gpuctl uncordon h100-a-1 --reason "GPU replaced"'),
+)
 @click.argument("node")
 @click.option("--reason", default="", help=_("Why, for the audit trail."))
 @output_option
 def uncordon(node: str, reason: str, output: str) -> None:
-    """Let the scheduler use a node again (platform admins).
-
-    \b
-    Example:
-      gpuctl uncordon h100-a-1 --reason "GPU replaced"
-    """
     _set_cordon(node, "uncordon", reason, output)
 
 

@@ -9,6 +9,7 @@ import yaml
 
 from cli.api import session
 from cli.errors import INVALID, CliError
+from cli.helptext import block, examples
 from cli.i18n import _
 from cli.output import emit, output_option, pairs, table, when
 from cli.sweeps import dry_run_table
@@ -94,7 +95,48 @@ def _read_spec(file: TextIO) -> dict[str, Any]:
     return data
 
 
-@click.command()
+@click.command(
+    help=_(
+        "Submit a job spec in YAML (the same fields as the API and the web form); `-` reads "
+        "stdin. Each problem is printed as `field: message` (exit code 4).\n\n"
+        "A spec with `sweep:` submits a sweep, one job per member, in one request: `array: N` "
+        "(members 0..N-1) or `params:` (a grid, one member per combination), and optionally "
+        "`max_parallel`. `{index}` and `{<param>}` in command and args take each member's "
+        "values (`{{` and `}}` are literal braces); each member also gets SWEEP_INDEX and "
+        "SWEEP_PARAMS (JSON) in its environment.\n\n"
+        "With --dry-run the portal checks the spec as a submission would (the same messages "
+        "and exit code 4) and prints whether it fits the team's quota and your cap now, and "
+        "the reason and estimated start it would get. Nothing is submitted."
+    )
+    + block(
+        _("Example job.yaml:"),
+        "name: train-resnet",
+        "team: vision            # " + _("optional if you are in one team"),
+        "queue: normal           # " + _("optional"),
+        "image: registry.example/vision/train:1.0",
+        "command: [python, train.py]",
+        "gpu_type: h100-80g",
+        "gpus_per_node: 2",
+        "nodes: 1",
+    )
+    + block(
+        _("Example sweep.yaml (4 jobs, at most 2 at once):"),
+        "name: lr-search",
+        "image: registry.example/vision/train:1.0",
+        'command: [python, train.py, "--lr={lr}", "--batch={batch}"]',
+        "gpu_type: h100-80g",
+        "gpus_per_node: 1",
+        "sweep:",
+        "  params: {lr: [0.001, 0.0003], batch: [32, 64]}",
+        "  max_parallel: 2",
+    )
+    + examples(
+        "gpuctl submit job.yaml",
+        "gpuctl submit job.yaml --dry-run",
+        "gpuctl submit sweep.yaml",
+        "gpuctl submit - -o json < job.yaml | jq .id",
+    ),
+)
 @click.argument("spec", type=click.File("r"))
 @click.option(
     "--dry-run",
@@ -103,46 +145,6 @@ def _read_spec(file: TextIO) -> dict[str, Any]:
 )
 @output_option
 def submit(spec: TextIO, dry_run: bool, output: str) -> None:
-    """Submit a job spec in YAML (the same fields as the API and the web form); `-` reads
-    stdin. Each problem is printed as `field: message` (exit code 4).
-
-    A spec with `sweep:` submits a sweep, one job per member, in one request:
-    `array: N` (members 0..N-1) or `params:` (a grid, one member per combination), and
-    optionally `max_parallel`. `{index}` and `{<param>}` in command and args take each
-    member's values (`{{` and `}}` are literal braces); each member also gets SWEEP_INDEX
-    and SWEEP_PARAMS (JSON) in its environment.
-
-    With --dry-run the portal checks the spec as a submission would (the same messages and
-    exit code 4) and prints whether it fits the team's quota and your cap now, and the
-    reason and estimated start it would get. Nothing is submitted.
-
-    \b
-    Example job.yaml:
-      name: train-resnet
-      team: vision            # optional if you are in one team
-      queue: normal           # optional
-      image: registry.example/vision/train:1.0
-      command: [python, train.py]
-      gpu_type: h100-80g
-      gpus_per_node: 2
-      nodes: 1
-    \b
-    Example sweep.yaml (4 jobs, at most 2 at once):
-      name: lr-search
-      image: registry.example/vision/train:1.0
-      command: [python, train.py, "--lr={lr}", "--batch={batch}"]
-      gpu_type: h100-80g
-      gpus_per_node: 1
-      sweep:
-        params: {lr: [0.001, 0.0003], batch: [32, 64]}
-        max_parallel: 2
-    \b
-    Examples:
-      gpuctl submit job.yaml
-      gpuctl submit job.yaml --dry-run
-      gpuctl submit sweep.yaml
-      gpuctl submit - -o json < job.yaml | jq .id
-    """
     data = _read_spec(spec)
     api = session()
     if dry_run:
@@ -153,7 +155,13 @@ def submit(spec: TextIO, dry_run: bool, output: str) -> None:
         emit(api.post("jobs/", data), output, _submitted)
 
 
-@click.command("ls")
+@click.command(
+    "ls",
+    help=_("List the jobs you can see, newest first.")
+    + examples(
+        "gpuctl ls", "gpuctl ls --mine --state queued,running", "gpuctl ls --team vision -o json"
+    ),
+)
 @click.option("--state", help=_("Comma-separated states, e.g. queued,running."))
 @click.option("--team", help=_("Only this team's jobs (its slug)."))
 @click.option("--mine", is_flag=True, help=_("Only my jobs."))
@@ -166,14 +174,6 @@ def submit(spec: TextIO, dry_run: bool, output: str) -> None:
 )
 @output_option
 def list_jobs(state: str | None, team: str | None, mine: bool, limit: int, output: str) -> None:
-    """List the jobs you can see, newest first.
-
-    \b
-    Examples:
-      gpuctl ls
-      gpuctl ls --mine --state queued,running
-      gpuctl ls --team vision -o json
-    """
     page = session().get(
         "jobs/", state=state, team=team, mine="1" if mine else None, page_size=limit
     )
@@ -187,17 +187,13 @@ def list_jobs(state: str | None, team: str | None, mine: bool, limit: int, outpu
         )
 
 
-@click.command()
+@click.command(
+    help=_("Show one job: its spec, state, placement and state changes.")
+    + examples("gpuctl get 42", "gpuctl get 42 -o yaml"),
+)
 @click.argument("job", type=int)
 @output_option
 def get(job: int, output: str) -> None:
-    """Show one job: its spec, state, placement and state changes.
-
-    \b
-    Examples:
-      gpuctl get 42
-      gpuctl get 42 -o yaml
-    """
     emit(session().get(f"jobs/{job}/"), output, _job_table)
 
 
@@ -234,31 +230,23 @@ def _why_table(why: dict[str, Any]) -> str:
     )
 
 
-@click.command()
+@click.command(
+    help=_("Why a job is waiting, how many jobs are ahead of it, and when it should start.")
+    + examples("gpuctl why 42", "gpuctl why 42 -o json | jq .estimated_start"),
+)
 @click.argument("job", type=int)
 @output_option
 def why(job: int, output: str) -> None:
-    """Why a job is waiting, how many jobs are ahead of it, and when it should start.
-
-    \b
-    Examples:
-      gpuctl why 42
-      gpuctl why 42 -o json | jq .estimated_start
-    """
     emit(explanation(session().get(f"jobs/{job}/")), output, _why_table)
 
 
-@click.command()
+@click.command(
+    help=_("Cancel one or more jobs. Each is tried; the exit code is the first failure's.")
+    + examples("gpuctl cancel 42", "gpuctl cancel 42 43 44"),
+)
 @click.argument("jobs", type=int, nargs=-1, required=True)
 @output_option
 def cancel(jobs: tuple[int, ...], output: str) -> None:
-    """Cancel one or more jobs. Each is tried; the exit code is the first failure's.
-
-    \b
-    Examples:
-      gpuctl cancel 42
-      gpuctl cancel 42 43 44
-    """
     api = session()
     done, failed = [], []
     for number in jobs:
@@ -275,18 +263,14 @@ def cancel(jobs: tuple[int, ...], output: str) -> None:
         )
 
 
-@click.command()
+@click.command(
+    help=_("Submit a copy of a job's spec.")
+    + examples("gpuctl clone 42", "gpuctl clone 42 --name train-resnet-2"),
+)
 @click.argument("job", type=int)
 @click.option("--name", help=_("A new name for the copy (default: the same)."))
 @output_option
 def clone(job: int, name: str | None, output: str) -> None:
-    """Submit a copy of a job's spec.
-
-    \b
-    Examples:
-      gpuctl clone 42
-      gpuctl clone 42 --name train-resnet-2
-    """
     body = {"name": name} if name else {}
     emit(session().post(f"jobs/{job}/clone/", body), output, _submitted)
 

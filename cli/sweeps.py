@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from cli.api import session
+from cli.helptext import examples
 from cli.i18n import _
 from cli.output import emit, output_option, pairs, table, when
 
@@ -83,58 +84,46 @@ def dry_run_table(answer: dict[str, Any]) -> str:
     return _("Dry run: nothing was submitted.") + "\n" + pairs(items)
 
 
-@click.group()
+@click.group(
+    help=_("Sweeps: jobs submitted together from one spec with `sweep:`.")
+    + examples("gpuctl submit sweep.yaml", "gpuctl sweep get 7", "gpuctl sweep cancel 7"),
+)
 def sweep() -> None:
-    """Sweeps: jobs submitted together from one spec with `sweep:`.
-
-    \b
-    Examples:
-      gpuctl submit sweep.yaml
-      gpuctl sweep get 7
-      gpuctl sweep cancel 7
-    """
+    pass
 
 
-@sweep.command("get")
+@sweep.command(
+    "get",
+    help=_("Show a sweep: its members' states at a glance, then each member.")
+    + examples("gpuctl sweep get 7", "gpuctl sweep get 7 -o json | jq .states"),
+)
 @click.argument("sweep_id", metavar="SWEEP", type=int)
 @output_option
 def get_sweep(sweep_id: int, output: str) -> None:
-    """Show a sweep: its members' states at a glance, then each member.
-
-    \b
-    Examples:
-      gpuctl sweep get 7
-      gpuctl sweep get 7 -o json | jq .states
-    """
     emit(session().get(f"sweeps/{sweep_id}/"), output, _sweep_table)
 
 
-@sweep.command("cancel")
+@sweep.command(
+    "cancel",
+    help=_("Cancel every member of a sweep that has not ended.")
+    + examples("gpuctl sweep cancel 7"),
+)
 @click.argument("sweep_id", metavar="SWEEP", type=int)
 @output_option
 def cancel_sweep(sweep_id: int, output: str) -> None:
-    """Cancel every member of a sweep that has not ended.
-
-    \b
-    Example:
-      gpuctl sweep cancel 7
-    """
     answer = session().post(f"sweeps/{sweep_id}/cancel/")
     emit(answer, output, lambda a: _("sweep %(id)s: %(cancelled)s jobs cancelled") % a)
 
 
-@sweep.command("clone")
+@sweep.command(
+    "clone",
+    help=_("Submit a sweep's spec again.")
+    + examples("gpuctl sweep clone 7", "gpuctl sweep clone 7 --name lr-search-2"),
+)
 @click.argument("sweep_id", metavar="SWEEP", type=int)
 @click.option("--name", help=_("A new name for the copy (default: the same)."))
 @output_option
 def clone_sweep(sweep_id: int, name: str | None, output: str) -> None:
-    """Submit a sweep's spec again.
-
-    \b
-    Examples:
-      gpuctl sweep clone 7
-      gpuctl sweep clone 7 --name lr-search-2
-    """
     body = {"name": name} if name else {}
     emit(session().post(f"sweeps/{sweep_id}/clone/", body), output, submitted)
 

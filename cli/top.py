@@ -17,6 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from cli.api import Api, session
 from cli.errors import ERROR, NOT_FOUND, CliError
 from cli.follow import RETRY_DELAYS_S, TERMINAL_STATES, job_socket
+from cli.helptext import examples
 from cli.i18n import _
 from cli.output import table
 
@@ -80,22 +81,30 @@ def top_table(job: int, state: str, readings: Readings) -> str:
 
 
 class Watch:
-    """Redraws the table on each message of the job's websocket until the job has ended."""
+    """Redraws the table on each message of the job's websocket until the job has ended, or
+    until it has drawn `count` tables."""
 
-    def __init__(self, api: Api, job: int, state: str, readings: Readings) -> None:
+    def __init__(
+        self, api: Api, job: int, state: str, readings: Readings, count: int | None = None
+    ) -> None:
         assert api.token is not None
         self.url, self.token, self.job = api.url, api.token, job
         self.state, self.readings = state, readings
+        self.tables_left = count
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL_STATES or self.tables_left == 0
 
     def run(self) -> None:
         failures = 0
-        while self.state not in TERMINAL_STATES:
+        while not self.done:
             try:
                 with job_socket(self.url, self.token, self.job) as ws:
                     for raw in ws:
                         failures = 0
                         self._take(json.loads(raw))
-                        if self.state in TERMINAL_STATES:
+                        if self.done:
                             return
             except InvalidStatus as exc:
                 raise CliError(
@@ -126,20 +135,26 @@ class Watch:
     def draw(self) -> None:
         click.clear()  # in place on a terminal; one table after the other when piped
         click.echo(top_table(self.job, self.state, self.readings) + "\n")
+        if self.tables_left is not None:
+            self.tables_left -= 1
 
 
-@click.command()
+@click.command(
+    help=_(
+        "A job's GPUs: utilisation, memory used/total (GiB), temperature (°C) and power (W), "
+        "refreshed as the nodes report until the job ends or Ctrl-C. With --count it "
+        "stops after that many tables (the first one included)."
+    )
+    + examples("gpuctl top 42", "gpuctl top 42 --once", "gpuctl top 42 --count 10 > gpus.txt"),
+)
 @click.argument("job", type=int)
 @click.option("--once", is_flag=True, help=_("Print the newest figures once and exit."))
-def top(job: int, once: bool) -> None:
-    """A job's GPUs: utilisation, memory used/total (GiB), temperature (°C) and power (W),
-    refreshed as the nodes report until the job ends or Ctrl-C.
-
-    \b
-    Examples:
-      gpuctl top 42
-      gpuctl top 42 --once
-    """
+@click.option(
+    "--count",
+    type=click.IntRange(1),
+    help=_("Stop after this many tables, the first included (default: until the job ends)."),
+)
+def top(job: int, once: bool, count: int | None) -> None:
     api = session()
     # Over HTTP first: a missing job, a foreign one or a bad token get their precise message.
     state = api.get(f"jobs/{job}/")["state"]
@@ -147,7 +162,7 @@ def top(job: int, once: bool) -> None:
     if once:
         click.echo(top_table(job, state, readings))
         return
-    watch = Watch(api, job, state, readings)
+    watch = Watch(api, job, state, readings, count)
     watch.draw()
     with contextlib.suppress(KeyboardInterrupt):  # how one stops watching a job that runs on
         watch.run()

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from cli.api import session
+from cli.helptext import examples
 from cli.i18n import _
 from cli.output import emit, output_option, table
 
@@ -45,7 +46,19 @@ def _usage_table(usage: dict[str, Any]) -> str:
     return text
 
 
-@click.command()
+@click.command(
+    help=_(
+        "GPU-hours and their cost in a month, one row per team, user, GPU type, queue or day, "
+        "with the total. You see your own jobs, a team lead the whole team, an admin every "
+        "team; each of your teams' totals comes last. Credited time (jobs the platform ended: "
+        "a lost node, a GPU fault, preemption) is shown apart and not billed."
+    )
+    + examples(
+        "gpuctl usage",
+        "gpuctl usage --month 2026-11 --team vision --by user",
+        "gpuctl usage --by day -o json | jq '.rows[] | {day, cost}'",
+    ),
+)
 @click.option("--month", metavar="YYYY-MM", help=_("The month (default: this one, UTC)."))
 @click.option("--team", help=_("Only this team's usage (its slug)."))
 @click.option(
@@ -57,17 +70,6 @@ def _usage_table(usage: dict[str, Any]) -> str:
 )
 @output_option
 def usage(month: str | None, team: str | None, by: str, output: str) -> None:
-    """GPU-hours and their cost in a month, one row per team, user, GPU type, queue or day,
-    with the total. You see your own jobs, a team lead the whole team, an admin every team;
-    each of your teams' totals comes last. Credited time (jobs the platform ended: a lost
-    node, a GPU fault, preemption) is shown apart and not billed.
-
-    \b
-    Examples:
-      gpuctl usage
-      gpuctl usage --month 2026-11 --team vision --by user
-      gpuctl usage --by day -o json | jq '.rows[] | {day, cost}'
-    """
     answer = session().get("usage/", period=month, team=team, group_by=by)
     emit(answer, output, _usage_table)
 

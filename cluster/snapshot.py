@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -378,6 +378,28 @@ class PolicyTables:
         return self._tables
 
 
+Holds = Mapping[str, Mapping[str, int | float | str]]
+"""Team slug -> the figures its waiting jobs show (`Snapshot.holds`)."""
+HoldSource = Callable[[datetime], Holds]
+_hold_sources: list[HoldSource] = []
+
+
+def add_hold(source: HoldSource) -> None:
+    """Have every snapshot hold the teams `source(now)` names: their waiting jobs do not start
+    (billing: a team past its budget with a hard stop), without `cluster` importing the app
+    that decides it. Called from its AppConfig.ready(); `source` runs once per cycle, so it
+    must be cheap (billing caches its figures)."""
+    if source not in _hold_sources:
+        _hold_sources.append(source)
+
+
+def _holds(now: datetime) -> dict[str, Mapping[str, int | float | str]]:
+    held: dict[str, Mapping[str, int | float | str]] = {}
+    for source in _hold_sources:
+        held.update(source(now))
+    return held
+
+
 def build_snapshot(
     now: datetime,
     usage: dict[str, float],
@@ -395,4 +417,5 @@ def build_snapshot(
         quotas=quotas,
         member_caps=caps,
         past_usage=usage,
+        holds=_holds(now),
     )

@@ -1,8 +1,9 @@
-"""The admin's node page: inventory, readiness, cordon and uncordon with a reason."""
+"""The admin's node page: inventory, GPUs in use and health, cordon and uncordon with a reason."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -14,13 +15,19 @@ from base.forms import flash_errors
 from cluster import connect
 from cluster.actions import set_cordon
 from cluster.backend import Unavailable
-from cluster.models import Node
+from cluster.models import Gpu, Node
+from cluster.occupancy import occupancy
 
 
 @admin_required
 def node_list(request: HttpRequest) -> HttpResponse:
-    nodes = Node.objects.select_related("gpu_type").order_by("rack", "name")
-    return render(request, "cluster/nodes.html", {"nodes": nodes})
+    faulty = Prefetch(
+        "gpus", queryset=Gpu.objects.filter(healthy=False).order_by("index"), to_attr="faulty_gpus"
+    )
+    nodes = (
+        Node.objects.select_related("gpu_type").prefetch_related(faulty).order_by("rack", "name")
+    )
+    return render(request, "cluster/nodes.html", {"rows": occupancy(nodes)})
 
 
 @admin_required

@@ -191,15 +191,15 @@ class JobFilterForm(forms.Form):
 
     def __init__(self, *args: Any, teams: list[str], gpu_types: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
-        choices = {
-            "team": (gettext("any team"), teams),
-            "gpu_type": (gettext("any GPU type"), gpu_types),
-            "state": (gettext("any state"), [str(state) for state in State.values]),
+        choices: dict[str, tuple[str, list[tuple[str, Any]]]] = {
+            "team": (gettext("any team"), [(t, t) for t in teams]),
+            "gpu_type": (gettext("any GPU type"), [(g, g) for g in gpu_types]),
+            "state": (gettext("any state"), State.choices),  # the code, named in words
         }
         for name, (anything, values) in choices.items():
             field = self.fields[name]
             assert isinstance(field, forms.ChoiceField)
-            field.choices = [("", anything)] + [(v, v) for v in values]
+            field.choices = [("", anything), *values]
         sort = self.fields["sort"]
         assert isinstance(sort, forms.ChoiceField)
         sort.choices = [("", "")] + [(f"{d}{key}", key) for key in SORTS for d in ("", "-")]

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import pgettext_lazy
 
 from tenants.scoping import TenantOwned
 
 
 class State(models.TextChoices):
-    QUEUED = "QUEUED"
-    ADMITTED = "ADMITTED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    PREEMPTED = "PREEMPTED"
-    NODE_FAILED = "NODE_FAILED"
+    # The codes are the API's and the streams' machine-readable values; people read the labels
+    # (`get_state_display`, `jobs.streams.localised`). The English labels are those the
+    # migrations hold.
+    QUEUED = "QUEUED", pgettext_lazy("job state", "Queued")
+    ADMITTED = "ADMITTED", pgettext_lazy("job state", "Admitted")
+    RUNNING = "RUNNING", pgettext_lazy("job state", "Running")
+    SUCCEEDED = "SUCCEEDED", pgettext_lazy("job state", "Succeeded")
+    FAILED = "FAILED", pgettext_lazy("job state", "Failed")
+    CANCELLED = "CANCELLED", pgettext_lazy("job state", "Cancelled")
+    PREEMPTED = "PREEMPTED", pgettext_lazy("job state", "Preempted")
+    NODE_FAILED = "NODE_FAILED", pgettext_lazy("job state", "Node Failed")
 
 
 TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})

@@ -38,7 +38,24 @@ TEMPLATES: Mapping[ReasonCode, Promise] = {
         "can never start as things are: %(field)s %(requested)s requested, "
         "%(limit_by)s allows %(limit)s"
     ),
+    ReasonCode.BUDGET_EXHAUSTED: _(
+        "team budget used up: %(spent)s of %(budget)s %(currency)s spent this month"
+    ),
 }
+LABELS: Mapping[ReasonCode, Promise] = {
+    ReasonCode.QUOTA_EXHAUSTED: pgettext_lazy("pending reason", "Quota used up"),
+    ReasonCode.MEMBER_CAP: pgettext_lazy("pending reason", "Member cap reached"),
+    ReasonCode.NO_CAPACITY: pgettext_lazy("pending reason", "No free GPUs"),
+    ReasonCode.FRAGMENTED: pgettext_lazy("pending reason", "Free GPUs scattered"),
+    ReasonCode.PRIORITY: pgettext_lazy("pending reason", "Jobs ahead"),
+    ReasonCode.GANG_WAIT: pgettext_lazy("pending reason", "Waiting for all nodes"),
+    ReasonCode.ALL_NODES_CORDONED: pgettext_lazy("pending reason", "Nodes cordoned"),
+    ReasonCode.BACKFILL_BLOCKED: pgettext_lazy("pending reason", "Held for a larger job"),
+    ReasonCode.PREEMPTING: pgettext_lazy("pending reason", "Preempting"),
+    ReasonCode.NEVER_FITS: pgettext_lazy("pending reason", "Never fits"),
+    ReasonCode.BUDGET_EXHAUSTED: pgettext_lazy("pending reason", "Budget used up"),
+}
+"""A few words for each code, where a page shows the code itself (its reason follows)."""
 # The figures that are words, not names or numbers: whose quota is used up, which setting a job
 # can never fit (`scheduler.fits.LIMITS`).
 WORDS: Mapping[str, Mapping[str, Promise]] = {
@@ -72,6 +89,12 @@ def reason_text(code: str, figures: Mapping[str, object], english: str) -> str:
         return str(template) % values
     except (KeyError, TypeError, ValueError):
         return english
+
+
+def reason_label(code: str) -> str:
+    """The few words for `code` in the active language; the code itself where unknown here."""
+    label = LABELS.get(code)  # type: ignore[call-overload]
+    return code if label is None else str(label)
 
 
 def pending_reason(job: Job) -> str:

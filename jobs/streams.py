@@ -1,11 +1,14 @@
 """Live messages built from jobs: a job's status, a team's GPUs against quota.
 
-The message types, group names and sends are in base/streams.py.
+The message types, group names and sends are in base/streams.py. A status message carries
+codes and figures only, built once for every subscriber; `localised` adds the words a person
+reads in the language of whoever receives it (the consumer, as it sends; an API view, as it
+answers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -20,7 +23,8 @@ from base.streams import (
     send_now,
     team_group,
 )
-from jobs.models import Job
+from jobs.models import Job, State
+from jobs.reasons import reason_label, reason_text
 from tenants.models import Team
 
 
@@ -31,6 +35,7 @@ def _changing_fields(job: Job) -> dict[str, Any]:
         "reason": job.state_reason,
         "pending_code": job.pending_code,
         "pending_message": job.pending_message,
+        "pending_figures": job.pending_figures or {},
         "estimated_start": job.estimated_start.isoformat() if job.estimated_start else None,
     }
 
@@ -51,6 +56,19 @@ def status_message(job: Job, at: str, changing: dict[str, Any] | None = None) ->
     }
     message.update(changing or {})  # type: ignore[typeddict-item]
     return message
+
+
+def localised(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A status message with its words in the active language, the codes kept beside them:
+    `state_label` for `state`, `pending_label` and `pending_reason` for `pending_code`."""
+    code = message["pending_code"]
+    reason = reason_text(code, message.get("pending_figures") or {}, message["pending_message"])
+    return {
+        **message,
+        "state_label": str(State(message["state"]).label),
+        "pending_label": reason_label(code) if code else "",
+        "pending_reason": reason if code else "",
+    }
 
 
 def usage_messages(teams: Sequence[Team]) -> list[TeamUsageMessage]:

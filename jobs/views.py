@@ -1,4 +1,4 @@
-"""Pages: dashboard, job list, submit form, job detail, cancel and clone."""
+"""Pages: the dashboard's own jobs, job list, submit form, job detail, cancel and clone."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def _with_reasons(jobs: Iterable[Job]) -> list[tuple[Job, str]]:
     return [(job, pending_reason(job)) for job in jobs]
 
 
-@login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def my_dashboard(request: HttpRequest) -> dict[str, Any]:
+    """The signed-in user's part of the dashboard (portal/dashboard.py): their active jobs and
+    their teams' GPUs against quota."""
     teams = _my_teams(request.user)
     active = (
         Job.objects.for_user(request.user)
@@ -51,11 +52,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         .select_related("team", "owner", "queue", "gpu_type")
         .defer(*SPEC_BODIES)[:20]
     )
-    return render(
-        request,
-        "jobs/dashboard.html",
-        {"rows": _with_reasons(active), "usage": usage_against_quota(teams), "teams": teams},
-    )
+    return {"rows": _with_reasons(active), "usage": usage_against_quota(teams), "teams": teams}
 
 
 COLUMNS = (

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from base.streaming import streamed
 from jobs.access import access_job
 from jobs.models import ACTIVE_STATES, Job
-from jobs.streams import status_message, usage_message
+from jobs.streams import localised, status_message, usage_message
 from monitoring.history import job_history
 from monitoring.logs import log_text
 from tenants.access import access_team
@@ -83,5 +83,5 @@ class TeamLiveView(APIView):
             .select_related("owner", "queue", "gpu_type", "team")
             .order_by("submitted_at", "id")
         )
-        rows = [status_message(job, at="") for job in jobs]
+        rows = [localised(status_message(job, at="")) for job in jobs]
         return Response({"team": team.slug, "jobs": rows, "usage": usage_message(team)["rows"]})

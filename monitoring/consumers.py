@@ -14,12 +14,13 @@ from base.consumers import TenantConsumer
 from base.delivery import Delivery
 from base.streams import CLUSTER_GROUP, job_group
 from jobs.access import access_job
+from jobs.consumers import ReadersLanguage
 from jobs.models import Job
 from jobs.streams import status_message
 from monitoring.replay import LogReplay
 
 
-class JobConsumer(TenantConsumer):
+class JobConsumer(ReadersLanguage):
     """`/ws/jobs/<id>/[?after=<chunk id>]`: the job's status, log chunks and GPU metrics.
 
     With `after`, every persisted chunk past it is replayed first (a reconnecting browser sends

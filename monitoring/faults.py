@@ -10,8 +10,8 @@ classified (`monitoring.catalog`), then acted on per node, by the most severe ac
   every job on it requeued.
 
 The moved jobs' owners and the admins are told, and the node's open incident (or a new one)
-gets the timeline. Nothing comes back by itself: an admin uncordons the node, and returns the
-GPUs to service from the incident's page.
+gets the timeline. A cordoned node comes back by an admin's uncordon or once a health inspection
+passes it (`monitoring.inspections`); its GPUs return to service from the incident's page.
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ and a scrape costs a few grouped queries, whatever the number of jobs. What it e
 - `gpuportal_controller_lease_seconds`: how long the leading controller's lease has left (below
   zero: no controller leads, the queue does not move);
 - the GPUs' latest samples under their DCGM exporter names (`DCGM_FI_DEV_GPU_UTIL`, ...) with
-  `node`, `gpu`, `team` and `job` labels (the last two empty for an idle GPU).
+  `node`, `gpu`, `team` and `job` labels (the last two empty for an idle GPU);
+- the alert rules' own figures (`portal_node_not_ready`, `portal_node_gpus_missing`,
+  `portal_agent_silent_seconds`, `portal_job_pending_seconds`, `portal_gpu_throttled`, ...;
+  monitoring/alerts/exported.py), with the same labels: what deploy/prometheus/rules.yaml reads.
 
 The endpoint answers only with `Authorization: Bearer <METRICS_TOKEN>`; with no token set it
 does not exist (404), so no figure leaks from a portal whose operator did not ask for it.
@@ -44,6 +47,7 @@ from cluster.lease import NAME as LEASE_NAME
 from cluster.models import Gpu, Lease, Node
 from jobs.models import HOLDING_STATES, TERMINAL_STATES, Job
 from monitoring import hot
+from monitoring.alerts.exported import portal_figures
 from monitoring.gpu_owners import placement_owners
 from monitoring.schema import METRICS
 from tenants.models import Team
@@ -186,6 +190,7 @@ class PortalCollector(Collector):
         yield from _nodes()
         yield _lease()
         yield from _samples()
+        yield from portal_figures()
 
 
 registry = CollectorRegistry(auto_describe=False)

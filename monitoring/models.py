@@ -4,9 +4,11 @@ rules, silences and alerts; incidents of the fault loop."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from tenants.scoping import TenantOwned
 
@@ -263,3 +265,99 @@ class IncidentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.incident_id} {self.kind}: {self.text}"
+
+
+# -- idle jobs (monitoring.idle) ----------------------------------------------------------------
+
+
+class IdleAction(models.TextChoices):
+    NOTIFY = "notify", _("notify the owner")
+    STOP = "stop", _("notify, then stop after the grace period")
+
+
+class IdlePolicy(TenantOwned):
+    """A team's rule for idle jobs (`monitoring.idle`): a running job whose GPUs all stay under
+    `util_pct` for `minutes` (never counting its first `first_minutes`) is idle; its owner is
+    told, and with `stop` it is stopped `stop_grace_minutes` later if still idle. A team
+    without one follows the IDLE_* settings."""
+
+    util_pct = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="A GPU whose minute average stays under this (%) is idle.",
+    )
+    minutes = models.PositiveIntegerField(
+        validators=[MinValueValidator(5), MaxValueValidator(1440)]
+    )
+    first_minutes = models.PositiveIntegerField(validators=[MaxValueValidator(1440)])
+    action = models.CharField(max_length=8, choices=IdleAction.choices, default=IdleAction.NOTIFY)
+    stop_grace_minutes = models.PositiveIntegerField(validators=[MaxValueValidator(1440)])
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team"], name="one_idle_policy_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: under {self.util_pct} % for {self.minutes} min → {self.action}"
+
+
+# -- health inspections (monitoring.inspections) ------------------------------------------------
+
+
+class InspectionTrigger(models.TextChoices):
+    SCHEDULE = "schedule", _("schedule")
+    ADMIN = "admin", _("admin")
+
+
+class CheckStatus(models.TextChoices):
+    OK = "ok", pgettext_lazy("check status", "ok")
+    WARN = "warn", pgettext_lazy("check status", "warning")
+    FAIL = "fail", pgettext_lazy("check status", "failed")
+
+
+class InspectionRun(models.Model):
+    """One health inspection of every node over what the portal has stored of it: when, who
+    asked (the schedule or an admin), how many nodes passed, and which it brought back."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=10, choices=InspectionTrigger.choices)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    nodes_passed = models.PositiveIntegerField(default=0)
+    nodes_failed = models.PositiveIntegerField(default=0)
+    uncordoned = models.JSONField(
+        default=list, blank=True, help_text="Nodes the fault loop cordoned that this run passed."
+    )
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"inspection {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class InspectionResult(models.Model):
+    """One check of one node in one inspection: its verdict, the figure it judged, and why."""
+
+    run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="results")
+    node = models.ForeignKey("cluster.Node", on_delete=models.CASCADE, related_name="+")
+    check_name = models.CharField(max_length=32)
+    status = models.CharField(max_length=4, choices=CheckStatus.choices)
+    figure = models.FloatField(null=True, blank=True)
+    detail = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["run_id", "node__name", "check_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "node", "check_name"], name="one_result_per_check"
+            )
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.node_id} {self.check_name}: {self.status}"

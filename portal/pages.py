@@ -3,18 +3,19 @@
 from django.urls import include, path
 
 from audit import views as audit_views
+from billing import efficiency_views
 from billing import views as billing_views
 from cluster import policy_views
 from cluster import views as cluster_views
 from jobs import sweep_views
 from jobs import views as job_views
 from monitoring import pages as monitoring_pages
-from portal import team_page
+from portal import dashboard, team_page
 from quotas import views as quota_views
 from tenants import views as team_views
 
 urlpatterns = [
-    path("", job_views.dashboard, name="dashboard"),
+    path("", dashboard.dashboard, name="dashboard"),
     path("jobs/", job_views.job_list, name="job-list"),
     path("jobs/new/", job_views.job_new, name="job-new"),
     path("jobs/cancel/", job_views.job_cancel_many, name="job-cancel-many"),
@@ -45,6 +46,12 @@ urlpatterns = [
     path("usage/", billing_views.usage_page, name="usage"),
     path("usage/statements/", billing_views.statements_page, name="statements"),
     path("usage/statements.csv", billing_views.statements_export, name="statements-export"),
+    path("usage/efficiency/", efficiency_views.efficiency_page, name="efficiency"),
+    path(
+        "usage/efficiency/idle-policy/<slug:slug>/",
+        efficiency_views.idle_policy_save,
+        name="idle-policy-save",
+    ),
     path("audit/", audit_views.audit_list, name="audit-list"),
     path("audit/export.csv", audit_views.audit_export, name="audit-export"),
     path("audit/verify/", audit_views.audit_verify, name="audit-verify"),

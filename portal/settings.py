@@ -375,7 +375,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.State",
+        "AlertStateEnum": "monitoring.models.AlertState",
+        "IncidentStateEnum": "monitoring.models.IncidentState",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "base.schema.add_shared_answers",
@@ -384,6 +388,12 @@ SPECTACULAR_SETTINGS = {
 
 # One-minute GPU roll-ups older than this are pruned (monitoring.retention.prune_rollups).
 METRICS_RETENTION_DAYS = env_int("METRICS_RETENTION_DAYS", 30)
+# Every node's health inspection (monitoring.inspections): how often the leading controller
+# runs one, and how long runs and their results are kept.
+INSPECTION_EVERY_MINUTES = env_int("INSPECTION_EVERY_MINUTES", 30)
+INSPECTION_RETENTION_DAYS = env_int("INSPECTION_RETENTION_DAYS", 30)
+if INSPECTION_EVERY_MINUTES < 1 or INSPECTION_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("INSPECTION_EVERY_MINUTES and INSPECTION_RETENTION_DAYS: at least 1")
 
 # The priorities a team's queue may have (admins and leads alike): each becomes a cluster-wide
 # PriorityClass, and Kubernetes allows user classes up to 1e9 only.

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from base.auth import signed_in
 from base.errors import FieldErrors
 from base.forms import flash_errors, int_field
+from billing.budgets import team_budget
 from cluster.shares import team_standings
 from jobs.usage import usage_against_quota
 from quotas.actions import set_member_cap
@@ -40,6 +41,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "members": members,
         "usage": usage_against_quota([team]),
+        "budget": team_budget(team),
         "standing": team_standings(timezone.now()).get(team.slug),
         "queues": Queue.objects.for_team(team),
         "children": children,

@@ -10,15 +10,19 @@ from rest_framework.routers import DefaultRouter
 from audit.api import AuditViewSet
 from billing.api import (
     AdjustmentView,
+    BudgetListView,
+    BudgetView,
     PriceView,
     QueueMultiplierView,
     StatementView,
     UsageView,
 )
+from billing.efficiency_api import EfficiencyView
 from cluster import dry_run
 from cluster.api import NodeViewSet
 from jobs import sweeps_api
 from jobs.api import JobViewSet
+from monitoring import alerts_api, incidents_api
 from monitoring.api import JobLogView, JobMetricsView, TeamLiveView
 from monitoring.metrics import metrics_view
 from portal import health
@@ -52,13 +56,18 @@ api_v1 = [
     path("jobs/<int:job_id>/metrics/", JobMetricsView.as_view(), name="job-metrics"),
     path("teams/<slug:team_slug>/live/", TeamLiveView.as_view(), name="team-live"),
     path("usage/", UsageView.as_view(), name="usage-api"),
+    path("efficiency/", EfficiencyView.as_view(), name="efficiency-api"),
     path("prices/", PriceView.as_view(), name="prices-api"),
     path("prices/queues/", QueueMultiplierView.as_view(), name="queue-multiplier-api"),
     path("statements/", StatementView.as_view(), name="statements-api"),
     path("statements/adjustments/", AdjustmentView.as_view(), name="adjustments-api"),
+    path("budgets/", BudgetListView.as_view(), name="budgets-api"),
+    path("budgets/<slug:team_slug>/", BudgetView.as_view(), name="budget-api"),
     # Before the router's: its jobs/<pk>/ would take jobs/dry-run/.
     *dry_run.urls,
     *sweeps_api.urls,
+    *alerts_api.urls,
+    *incidents_api.urls,
     *router.urls,
 ]
 

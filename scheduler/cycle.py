@@ -63,7 +63,7 @@ class Cycle:
         self.preempt_failed: dict[tuple[str, str], int] = {}
         self.shapes = fits.shapes(snapshot.nodes)
         self.hopeless: set[JobId] = set()
-        """Jobs that cannot start as things are (`scheduler.fits`): never tried."""
+        """Jobs that cannot start as things are (`scheduler.fits`, a held team): never tried."""
         self.visited: list[JobRequest] = []
         """Jobs left waiting, in the order the policy took them (estimates follow it)."""
         self.visit_keys: list[tuple[Any, ...]] = []
@@ -160,7 +160,7 @@ class Cycle:
         """Can nothing left in the stream start or preempt this cycle? (conservative)"""
         team, gpu_type = stream.key
         pool = self.pools.get(gpu_type)
-        if pool is None:
+        if pool is None or team in self.snapshot.holds:
             return True
         if self._may_preempt(team, gpu_type, int(stream.gpus.min()), stream.jobs[0].priority):
             return False
@@ -182,7 +182,13 @@ class Cycle:
     # -- one job ----------------------------------------------------------------------------
 
     def _hopeless(self, job: JobRequest) -> bool:
-        reason = fits.never_fits(job, self.ledger, self.config, self.shapes)
+        """Can `job` not start as things are (a held team, or `scheduler.fits`)? Then it waits
+        with that reason, takes nothing, and is ahead of no one."""
+        held = self.snapshot.holds.get(job.team)
+        if held is not None:
+            reason: Reason | None = Reason(ReasonCode.BUDGET_EXHAUSTED, held)
+        else:
+            reason = fits.never_fits(job, self.ledger, self.config, self.shapes)
         if reason is None:
             return False
         self.hopeless.add(job.id)

@@ -141,3 +141,6 @@ class Snapshot:
     member_caps: tuple[MemberCap, ...] = ()
     past_usage: Mapping[str, float] = field(default_factory=dict)
     """Team -> GPU-seconds used, already decayed with `PolicyConfig.fair_half_life_s`."""
+    holds: Mapping[str, Mapping[str, int | float | str]] = field(default_factory=dict)
+    """Team -> figures, for teams whose waiting jobs must not start (a budget spent, with its
+    hard stop): they wait with BUDGET_EXHAUSTED and those figures; running jobs are untouched."""

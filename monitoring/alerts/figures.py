@@ -18,17 +18,20 @@ from cluster.models import Node
 from cluster.snapshot import usable_gpus
 from jobs.models import HOLDING_STATES, Job, State
 from monitoring import hot
+from monitoring.inspections import failed_checks
 
 THROTTLED = "portal_gpu_throttled"
 NOT_READY = "portal_node_not_ready"
 GPUS_MISSING = "portal_node_gpus_missing"
 AGENT_SILENT = "portal_agent_silent_seconds"
+INSPECTION_FAILED = "portal_node_inspection_failed"
 JOB_PENDING = "portal_job_pending_seconds"
 PORTAL_FIGURES = {
     THROTTLED: "1 while a GPU's clocks are held down by its power cap or by heat",
     NOT_READY: "1 while a node is NotReady",
     GPUS_MISSING: "a node's GPUs below its capacity (not allocatable, or unhealthy)",
     AGENT_SILENT: "seconds since a node's agent last sent a sample",
+    INSPECTION_FAILED: "checks a node failed in the latest health inspection",
     JOB_PENDING: "seconds a queued job has waited",
 }
 # NVML clocks-event reasons: SW power cap, HW slowdown, SW thermal, HW thermal, HW power brake.
@@ -68,12 +71,15 @@ def gather(now: datetime) -> Figures:
         ).annotate(unhealthy=Count("gpus", filter=Q(gpus__healthy=False)))
     )
     samples = hot.of_nodes(node_id for node_id, *_ in nodes)
+    inspected = failed_checks()
     jobs = _jobs()
     for node_id, name, gpu_type, ready, capacity, allocatable, token, unhealthy in nodes:
         where = Where(node_id, name, gpu_type or "")
         figures[NOT_READY][name] = (0.0 if ready else 1.0, where)
         missing = capacity - usable_gpus(capacity, allocatable, unhealthy)
         figures[GPUS_MISSING][name] = (float(missing), where)
+        if node_id in inspected:
+            figures[INSPECTION_FAILED][name] = (float(inspected[node_id]), where)
         latest = samples.get(node_id, {})
         if latest:
             newest = max(s.get("at", 0) for s in latest.values())

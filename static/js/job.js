@@ -52,14 +52,15 @@ function time(iso) {
   return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
 }
 
-// A state the table does not show yet becomes its newest row.
+// A state the table does not show yet becomes its newest row. Rows keep the state's code
+// (data-state) beside its words, which are in the reader's language.
 function addHistory(m) {
   if (!history) return;
   const rows = history.querySelectorAll("tr");
   const last = rows[rows.length - 1];
+  if (last?.dataset.state === m.state) return;
   const from = last ? last.children[2].textContent : "—";
-  if (from === m.state) return;
-  history.append(el("tr", { "data-at": m.at }, el("td", {}, time(m.at)), el("td", {}, from), el("td", {}, m.state), el("td", {}, m.reason ?? "")));
+  history.append(el("tr", { dataset: { at: m.at, state: m.state } }, el("td", {}, time(m.at)), el("td", {}, from), el("td", {}, m.state_label), el("td", {}, m.reason ?? "")));
 }
 
 function showWhy(m) {
@@ -68,7 +69,7 @@ function showWhy(m) {
     why.replaceChildren();
     return;
   }
-  const parts = [el("strong", {}, m.pending_code), `: ${m.pending_message}`];
+  const parts = [el("strong", { title: m.pending_code }, m.pending_label), `: ${m.pending_reason}`];
   if (m.estimated_start) {
     const at = new Date(m.estimated_start).toLocaleTimeString(document.documentElement.lang || undefined, { hour: "2-digit", minute: "2-digit" });
     parts.push(` · ${gettext("estimated start")} ${at}`);
@@ -84,7 +85,7 @@ function showEnded() {
 
 const handlers = {
   "job.status": (m) => {
-    stateBadge.textContent = m.state;
+    stateBadge.textContent = m.state_label;
     stateBadge.className = `state ${m.state.toLowerCase()}`;
     addHistory(m);
     showWhy(m);

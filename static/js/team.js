@@ -60,9 +60,9 @@ class TeamLive {
         el("td", {}, j.owner),
         el("td", {}, `${j.gpus} ${j.gpu_type}`),
         el("td", {}, j.queue),
-        el("td", {}, el("span", { class: `state ${j.state.toLowerCase()}` }, j.state)),
+        el("td", {}, el("span", { class: `state ${j.state.toLowerCase()}` }, j.state_label)),
         el("td", {}, positions.get(j.job_id) ?? ""),
-        el("td", {}, j.state === "QUEUED" ? `${j.pending_message || j.pending_code}${when(j.estimated_start)}` : j.reason),
+        el("td", {}, j.state === "QUEUED" ? `${j.pending_reason || j.pending_label}${when(j.estimated_start)}` : j.reason),
       ),
     );
     this.jobsBody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "7", class: "muted" }, gettext("No active jobs.")))]));

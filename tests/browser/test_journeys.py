@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import translation
 
+from jobs.models import State
 from tests.browser.test_live_job import CHROMIUM, CHROMIUM_ARGS, Portal, _log_in
 from tests.browser.test_live_job import portal as portal  # the fixture
 
@@ -43,6 +44,11 @@ class Journey:
     def __init__(self, page: Any, url: str, language: str, shots: Path) -> None:
         self.page, self.url, self.language, self.shots = page, url, language, shots
         self.step = 0
+
+    def state(self, code: str) -> str:
+        """A job state as the pages label it in this language."""
+        with translation.override(self.language):
+            return str(State(code).label)
 
     def t(self, text: str) -> str:
         found = words(self.language, text)
@@ -136,11 +142,12 @@ def test_researcher_submits_fixes_watches_clones_and_cancels(
     page.click("form[data-job-form] button[type=submit]")
     page.wait_for_url("**/jobs/*/")
     job_url = page.url
-    expect(page.locator("#job-state")).to_have_text("QUEUED")
+    expect(page.locator("#job-state")).to_have_text(me.state("QUEUED"))
 
     portal.start_controller()
-    expect(page.locator("#job-state")).to_have_text("RUNNING", timeout=60_000)
-    expect(page.locator("[data-job-history]")).to_contain_text("RUNNING", timeout=10_000)
+    expect(page.locator("#job-state")).to_have_text(me.state("RUNNING"), timeout=60_000)
+    history = page.locator("[data-job-history]")
+    expect(history).to_contain_text(me.state("RUNNING"), timeout=10_000)
     expect(page.locator("[data-live-status]")).to_have_attribute("data-state", "live")
     me.shot("running-live")
 
@@ -158,7 +165,7 @@ def test_researcher_submits_fixes_watches_clones_and_cancels(
     expect(dialog).to_be_visible()
     me.shot("cancel-asks")
     dialog.locator("[data-confirm-yes]").click()
-    expect(page.locator("#job-state")).to_have_text("CANCELLED", timeout=30_000)
+    expect(page.locator("#job-state")).to_have_text(me.state("CANCELLED"), timeout=30_000)
     me.shot("cancelled")
 
     me.go("/manage/teams/")  # not hers: told what is missing, no admin login

@@ -117,11 +117,11 @@ def test_bob_watches_his_job_run_live_and_carol_cannot_open_it(portal: Portal) -
             job_url = bob.url
             loads: list[str] = []
             bob.on("load", lambda page: loads.append(page.url))
-            assert bob.inner_text("#job-state") == "QUEUED"
+            assert bob.inner_text("#job-state") == "Queued"
             portal.start_controller()
             # Locators, not wait_for_function: that evaluates a string in the page, which the
             # Content-Security-Policy refuses (no 'unsafe-eval').
-            expect(bob.locator("#job-state")).to_have_text("RUNNING", timeout=60_000)
+            expect(bob.locator("#job-state")).to_have_text("Running", timeout=60_000)
             bob.locator("[data-gpu-table] tr").nth(1).wait_for(timeout=60_000)
             assert "%" in bob.inner_text("[data-gpu-table]")
             bob.locator("[data-log-output] .line").nth(2).wait_for(timeout=60_000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -110,3 +111,73 @@ def test_help_is_in_chinese_when_the_language_asks_for_it() -> None:
     assert "--mine" in chinese and "queued,running" in chinese
     english = _help("en_US", "ls")
     assert "Only my jobs." in english and not CHINESE.search(english)
+
+
+# ---- every help text of the command tree, as people read it ---------------------------------
+
+WALK = """
+import json, click
+from cli.main import gpuctl
+
+def walk(command, path):
+    yield path, command.help or ""
+    for param in command.params:
+        if isinstance(param, click.Option):
+            yield f"{path} {param.opts[-1]}", param.help or ""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from walk(sub, f"{path} {name}")
+
+print(json.dumps(dict(walk(gpuctl, "gpuctl"))))
+"""
+
+
+def _gpuctl(environ: dict[str, str], *args: str) -> str:
+    """`python -m cli ARGS` (or, with no ARGS, the walk above) in the language `environ` asks."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL", "LC_MESSAGES")}
+    env.update(environ)
+    command = ["-m", "cli", *args] if args else ["-c", WALK]
+    done = subprocess.run(
+        [sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def _help_texts(environ: dict[str, str]) -> dict[str, str]:
+    texts: dict[str, str] = json.loads(_gpuctl(environ))
+    return texts
+
+
+def _words(help_text: str) -> Iterator[str]:
+    """The parts of a help text that are prose: each paragraph, and the heading of each block
+    Click prints as written (`\\b`), whose lines are commands or a spec."""
+    for paragraph in help_text.split("\n\n"):
+        yield paragraph.split("\n")[1] if paragraph.startswith("\b") else paragraph
+
+
+def test_every_command_and_option_has_help_in_chinese() -> None:
+    english = _help_texts({"LANG": "en_US.UTF-8"})
+    assert len(english) > 60 and "gpuctl top --count" in english
+    assert [where for where, text in english.items() if not text.strip()] == []
+    chinese = _help_texts({"LANG": "zh_CN.UTF-8"})
+    assert chinese.keys() == english.keys()
+    untranslated = [
+        f"{where}: {words!r}"
+        for where, text in chinese.items()
+        for words in _words(text)
+        if not CHINESE.search(words)
+    ]
+    assert untranslated == [], "unmarked or not in gpuctl.po: " + "; ".join(untranslated)
+
+
+def test_gpuctl_help_is_in_chinese_under_a_chinese_locale() -> None:
+    shown = _gpuctl({"LANG": "zh_CN.UTF-8"}, "--help")
+    assert shown.startswith("用法: gpuctl [OPTIONS] COMMAND [ARGS]...")
+    assert "在集群门户上提交并跟踪 GPU 作业。" in shown
+    assert "\n选项:\n" in shown and "\n命令:\n" in shown
+    assert "显示此帮助信息并退出。" in shown and "显示版本并退出。" in shown
+    assert "列出您可见的作业，最新的在前。" in shown  # each command's line
+    assert "    gpuctl ls --mine --state queued,running" in shown  # commands as typed
+    assert "Submit and follow" not in shown and "Options:" not in shown
+    english = _gpuctl({"LANG": "en_US.UTF-8"}, "--help")
+    assert english.startswith("Usage: gpuctl") and "Submit and follow GPU jobs" in english
+    assert not CHINESE.search(english)

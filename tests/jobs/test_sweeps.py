@@ -219,7 +219,7 @@ def test_the_sweep_page_shows_states_and_cancels_the_rest(
     with django_assert_max_num_queries(12):
         page = owner.get(f"/sweeps/{sweep.pk}/")
     assert page.status_code == 200
-    assert b"train-resnet-29" in page.content and b"QUEUED</span> 30" in page.content
+    assert b"train-resnet-29" in page.content and b"Queued</span> 30" in page.content
     assert outsider.get(f"/sweeps/{sweep.pk}/").status_code == 404
     assert outsider.post(f"/sweeps/{sweep.pk}/cancel/").status_code == 404
     assert owner.post(f"/sweeps/{sweep.pk}/cancel/").status_code == 302

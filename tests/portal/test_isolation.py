@@ -68,14 +68,22 @@ ROUTES: dict[str, str] = {
     "incident-list": "admin",
     "incident-export": "admin",
     "incident-detail": "admin",
+    "inspection-list": "admin",
+    "inspection-run": "admin",
+    "inspection-detail": "admin",
     "usage": "listing",
     "statements": "listing",
     "statements-export": "listing",
     "usage-api": "listing",
+    "efficiency": "listing",
+    "idle-policy-save": "object",
+    "efficiency-api": "listing",
     "prices-api": "listing",
     "statements-api": "listing",
     "queue-multiplier-api": "admin-api",
     "adjustments-api": "admin-api",
+    "budgets-api": "listing",
+    "budget-api": "object",
     "audit-export": "listing",
     "audit-verify": "admin",
     "manage-scheduling": "admin",
@@ -126,6 +134,10 @@ ROUTES: dict[str, str] = {
     "job-logs": "object",
     "job-metrics": "object",
     "team-live": "object",
+    "alerts-api": "listing",
+    "alert-acknowledge-api": "admin-api",
+    "incidents-api": "admin-api",
+    "incident-detail-api": "admin-api",
     "auth-token": "public",
     "schema": "public",
     "api-docs": "public",
@@ -177,6 +189,7 @@ def vision_objects(world: World) -> dict[str, str]:
         "sweep_id": str(sweep.pk),
         "alert_id": "1",  # admin routes: turned away before any lookup
         "incident_id": "1",
+        "run_id": "1",
         "job_id": str(job.pk),
         "slug": "vision",
         "team_slug": "vision",
@@ -295,7 +308,10 @@ def test_outsider_is_turned_away_from_admin_pages(world: World) -> None:
     for route, name, _ in routes():
         if ROUTES[name] not in ("admin", "admin-api"):
             continue
-        url = _url(_regex_route(route), {"name": "h100-a-0", "alert_id": "1", "incident_id": "1"})
+        url = _url(
+            _regex_route(route),
+            {"name": "h100-a-0", "alert_id": "1", "incident_id": "1", "run_id": "1"},
+        )
         if ROUTES[name] == "admin":
             response = outsider.get(url)
             # The portal's 403 page says what is missing (no detour to the Django admin's login).

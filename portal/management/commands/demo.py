@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal import roles
+from portal import demo_faults, roles
 from portal.env import env_bool
 from portal.management.commands.seed_demo import DEMO_PASSWORD, MEMBERS
 
@@ -28,6 +28,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION:
             raise CommandError("the demo runs on the embedded defaults; refused in production")
+        try:
+            faults_every = demo_faults.period_s()
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0)
         call_command("seed_demo")
         port, speed, stop = options["port"], options["speed"], threading.Event()
@@ -37,6 +41,8 @@ class Command(BaseCommand):
         threading.Thread(target=roles.start_agents, args=(sim, url, stop), daemon=True).start()
         if env_bool("DEMO_TRAFFIC"):
             roles.start_traffic(stop)
+        if faults_every is not None:
+            demo_faults.start_faults(sim, stop, faults_every)
         self.stdout.write(
             f"\nGPU portal demo: {url}/   (cluster: kubesim at {sim.url}, x{speed:g})"
         )
