@@ -53,6 +53,8 @@ from scheduler import (
 from scheduler.metrics import report
 from scheduler.simulate import Trace, TraceJob, simulate
 
+ETA_GOAL = {"p50_rel": 0.20, "p90_rel": 0.50}
+"""Issue 20: the estimate's error relative to the wait, median and p90."""
 KUEUE = {"wall_s": 351.0, "usage_pct": 58.7, "large": 6.7, "medium": 76.8, "small": 215.5}
 GOAL = {"wall_s": 67.0, "usage_pct": 99.0, "large": 1.7, "medium": 19.0, "small": 54.0}
 
@@ -155,7 +157,8 @@ def _figure(value: float | None, count: int, percent: bool = False) -> str:
 def print_eta(eta: dict[str, Any]) -> None:
     print("estimate error |estimated - actual start|: median, p90 in s; relative to the wait")
     heads = ("n", "p50 s", "p90 s", "n rel", "p50", "p90")
-    print(f"{'class':<11}{'made':<8}" + "".join(f"{h:>9}" for h in heads))
+    goal = f"goal {100 * ETA_GOAL['p50_rel']:.0f} % / {100 * ETA_GOAL['p90_rel']:.0f} %"
+    print(f"{'class':<11}{'made':<8}" + "".join(f"{h:>9}" for h in heads) + f"  {goal}")
     if not eta:
         print("no job waited with an estimate: n/a (0 samples)")
     for label, kinds in eta.items():
@@ -164,8 +167,15 @@ def print_eta(eta: dict[str, Any]) -> None:
                 f"{label:<11}{kind:<8}{e['n']:>9}{_figure(e['p50_s'], e['n']):>9}"
                 f"{_figure(e['p90_s'], e['n']):>9}{e['n_relative']:>9}"
                 f"{_figure(e['p50_rel'], e['n_relative'], True):>9}"
-                f"{_figure(e['p90_rel'], e['n_relative'], True):>9}"
+                f"{_figure(e['p90_rel'], e['n_relative'], True):>9}  {_verdict(e)}"
             )
+
+
+def _verdict(errors: dict[str, Any]) -> str:
+    if errors["p50_rel"] is None:
+        return "n/a"
+    met = all(errors[key] <= goal for key, goal in ETA_GOAL.items())
+    return "met" if met else "not met"
 
 
 def print_table(figures: dict[str, Any], kueue: bool) -> None:

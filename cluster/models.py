@@ -1,11 +1,14 @@
-"""Node and Gpu inventory synced from Kubernetes, job log chunks, and the controller's lease.
+"""Node and Gpu inventory synced from Kubernetes, job log chunks, the controller's lease, the
+admin's scheduling policy, and quota what-if runs.
 
 Nodes are platform-wide (not tenant-owned): which team uses a GPU is known from job placements.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from tenants.scoping import TenantOwned
 
@@ -102,3 +105,39 @@ class SchedulingPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.policy} since {self.changed_at} by {self.changed_by}"
+
+
+class WhatIfState(models.TextChoices):
+    QUEUED = "queued", gettext_lazy("Queued")
+    RUNNING = "running", gettext_lazy("Running")
+    DONE = "done", gettext_lazy("Done")
+    FAILED = "failed", gettext_lazy("Failed")
+
+
+class WhatIf(models.Model):
+    """A quota or capacity what-if: a window of real submissions replayed through the scheduler
+    as things are and with the asked changes (`cluster.whatif`), its progress and its figures.
+    Seen by whoever asked and by platform admins only."""
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    requested_at = models.DateTimeField()
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    policy = models.CharField(max_length=16, help_text="The scheduling policy replayed.")
+    changes = models.JSONField(
+        default=dict,
+        help_text='{"quotas": [{team, gpu_type, guaranteed, limit}], "gpus": {gpu_type: delta}}',
+    )
+    state = models.CharField(max_length=8, choices=WhatIfState.choices, default=WhatIfState.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent, 0-100.")
+    results = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"what-if {self.pk} by {self.requested_by_id} ({self.state})"

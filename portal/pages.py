@@ -5,7 +5,7 @@ from django.urls import include, path
 from audit import views as audit_views
 from billing import efficiency_views
 from billing import views as billing_views
-from cluster import policy_views
+from cluster import policy_views, whatif_views
 from cluster import views as cluster_views
 from jobs import sweep_views
 from jobs import views as job_views
@@ -60,6 +60,8 @@ urlpatterns = [
     path("manage/quotas/", quota_views.manage_quotas, name="manage-quotas"),
     path("manage/nodes/", cluster_views.node_list, name="manage-nodes"),
     path("manage/scheduling/", policy_views.scheduling_policy, name="manage-scheduling"),
+    path("manage/whatif/", whatif_views.whatif_list, name="whatif-list"),
+    path("manage/whatif/<int:whatif_id>/", whatif_views.whatif_detail, name="whatif-detail"),
     path("manage/nodes/<str:name>/cordon/", cluster_views.node_cordon, name="manage-node-cordon"),
     path("", include("notifications.urls")),
     path("", include("monitoring.pages_urls")),  # alerts, rules, silences, incidents

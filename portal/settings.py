@@ -224,6 +224,8 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fair")
 # The most member jobs one sweep may have (submitted in one request and one transaction).
 SWEEP_MAX_MEMBERS = env_int("SWEEP_MAX_MEMBERS", 1000)
+# The most jobs one quota what-if replays (cluster/whatif.py): a window with more is refused.
+WHATIF_MAX_JOBS = env_int("WHATIF_MAX_JOBS", 50_000)
 # The currency of prices, statements and budgets (ISO 4217).
 BILLING_CURRENCY = env_str("BILLING_CURRENCY", "CNY")
 # Idle jobs (monitoring/idle.py), for teams without a policy of their own: a running job whose

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from scheduler.config import PolicyConfig
@@ -93,12 +94,25 @@ class SimulationResult:
     quota_violations: int
 
 
+Progress = Callable[[int, int], None]
+"""Told (jobs arrived so far, jobs in the trace) as a replay goes."""
+
+
 def simulate(
-    trace: Trace, config: PolicyConfig, *, explain_every: int = 1, learn_runtimes: bool = True
+    trace: Trace,
+    config: PolicyConfig,
+    *,
+    explain_every: int = 1,
+    learn_runtimes: bool = True,
+    progress: Progress | None = None,
+    progress_every: int = 1000,
 ) -> SimulationResult:
     """With `learn_runtimes`, jobs carry runtimes predicted from the runs that ended before
-    (`scheduler.history`), as the portal's controller gives them."""
-    return _Simulation(trace, config, explain_every, learn_runtimes).run()
+    (`scheduler.history`), as the portal's controller gives them. `progress` is told every
+    `progress_every` arrivals (a what-if shows how far its replay is)."""
+    simulation = _Simulation(trace, config, explain_every, learn_runtimes)
+    simulation.progress, simulation.progress_every = progress, max(progress_every, 1)
+    return simulation.run()
 
 
 class _Simulation:
@@ -124,6 +138,8 @@ class _Simulation:
         self.scheduler_s = 0.0
         self._counter = 0
         self.now = self.last = self.arrivals[0].request.submit_time if self.arrivals else 0.0
+        self.progress: Progress | None = None
+        self.progress_every = 1000
 
     def run(self) -> SimulationResult:
         next_arrival = 0
@@ -138,6 +154,8 @@ class _Simulation:
             ):
                 self.queue.add(self._predicted(self.arrivals[next_arrival].request))
                 next_arrival += 1
+                if self.progress is not None and next_arrival % self.progress_every == 0:
+                    self.progress(next_arrival, len(self.arrivals))
             while self.events and self.events[0][0] <= self.now + EPSILON_S:
                 _, _, job_id = heapq.heappop(self.events)
                 self._end_or_stop(job_id)

@@ -5,7 +5,7 @@ been silent, how long a queued job has waited, whether a GPU is throttled.
 
 Each gauge has the `node`, `gpu`, `team` and `job` labels of the DCGM ones (empty where the
 subject has none: a node has no GPU, a queued job no node). It reads what a round of alert
-evaluation reads (`figures.gather`), once per scrape.
+evaluation reads (`figures.gather`) of these figures alone, once per scrape.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _labels(subject: str, where: Where) -> list[str]:
 
 def portal_figures(figures: Figures | None = None) -> Iterator[GaugeMetricFamily]:
     """One gauge per portal figure, every family present even when it has no subject."""
-    figures = gather(timezone.now()) if figures is None else figures
+    figures = gather(timezone.now(), PORTAL_FIGURES) if figures is None else figures
     for metric, meaning in sorted(PORTAL_FIGURES.items()):
         family = GaugeMetricFamily(metric, f"{meaning} (the alert rules' figure).", labels=LABELS)
         for subject, (value, where) in sorted(figures.get(metric, {}).items()):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,7 +23,7 @@ from audit.record import append, audit_event
 from base.roles import Role
 from jobs.models import Job
 from monitoring.alerts.evaluate import Breach, RuleView, breaches
-from monitoring.alerts.figures import Figures, gather
+from monitoring.alerts.figures import Figures, Reading, read
 from monitoring.models import (
     LIVE_ALERT_STATES,
     Alert,
@@ -42,6 +42,7 @@ Whose = tuple[str, int | None]
 """("team", team id) or ("job", job id)."""
 LEVEL_RANK = {"warning": 1, "critical": 2}
 FIELDS = ["level", "state", "value", "fired_at", "notified_at", "resolved_at"]
+WRITE_BATCH = 1000
 
 
 @dataclass
@@ -56,14 +57,15 @@ class Round:
 
 
 def evaluate_alerts(now: datetime | None = None, figures: Figures | None = None) -> Round:
-    """Evaluate every enabled rule once (figures: what `gather` would read)."""
+    """Evaluate every enabled rule once (figures: what `figures.gather` would read)."""
     now = now or timezone.now()
     rules = {rule.pk: rule for rule in AlertRule.objects.filter(enabled=True)}
     views = [
         RuleView(r.pk, r.metric, r.scope, r.scope_value, r.below, r.warning, r.critical)
         for r in rules.values()
     ]
-    found = breaches(views, gather(now) if figures is None else figures)
+    metrics = {view.metric for view in views}  # the fields the rules name, no other
+    found = breaches(views, read(now, metrics) if figures is None else Reading(figures))
     with transaction.atomic():
         live = {
             (a.rule_id, a.subject): a
@@ -71,16 +73,35 @@ def evaluate_alerts(now: datetime | None = None, figures: Figures | None = None)
             .select_related("rule", "team")
             .filter(state__in=LIVE_ALERT_STATES)
         }
+        before = {alert.pk: _fields(alert) for alert in live.values()}
         done = Round()
         changed, created = _step(rules, found, live, now, done)
         gone = [a.pk for key, a in live.items() if key not in found and a.state == "pending"]
         Alert.objects.filter(pk__in=gone).delete()
         Alert.objects.bulk_create(created)
+        before |= {alert.pk: _fields(alert) for alert in created}
         _tell(done, now)
-        told_new = [a for a in created if a.notified_at is not None]
-        Alert.objects.bulk_update([*changed.values(), *told_new], FIELDS)
+        _write([*changed.values(), *created], before)
         append(_audit(done))
     return done
+
+
+def _fields(alert: Alert) -> tuple[Any, ...]:
+    return tuple(getattr(alert, name) for name in FIELDS)
+
+
+def _write(alerts: list[Alert], before: dict[int, tuple[Any, ...]]) -> None:
+    """Write the fields that changed since `before`, one UPDATE per set of changes alike: a
+    round fires, notifies and resolves its alerts at one `now`, so its dozens of alerts fired
+    take one statement (bulk_update would build a CASE for every alert and field)."""
+    alike: dict[tuple[tuple[str, Any], ...], list[int]] = defaultdict(list)
+    for alert in alerts:
+        after = zip(FIELDS, _fields(alert), before[alert.pk], strict=True)
+        if changes := tuple((name, value) for name, value, old in after if value != old):
+            alike[changes].append(alert.pk)
+    for changes, pks in alike.items():
+        for start in range(0, len(pks), WRITE_BATCH):  # within the databases' parameter limits
+            Alert.objects.filter(pk__in=pks[start : start + WRITE_BATCH]).update(**dict(changes))
 
 
 def _step(

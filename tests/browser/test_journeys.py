@@ -23,12 +23,6 @@ from tests.browser.test_live_job import portal as portal  # the fixture
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    # On PostgreSQL a journey's job once stayed QUEUED past its 60 s (a controller of the
-    # journey before still shutting down): not yet understood, so the journeys run on SQLite;
-    # tests/browser/test_live_job.py drives the browser against PostgreSQL.
-    pytest.mark.skipif(
-        connection.vendor == "postgresql", reason="journeys on PostgreSQL: a known flake"
-    ),
 ]
 LANGUAGES = ["en", "zh-hans"]
 

@@ -79,10 +79,16 @@ def portal(world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iter
     while not server.started:
         time.sleep(0.05)
     threading.Thread(target=roles.start_agents, args=(sim, url, stop, 1.0), daemon=True).start()
+    controllers: list[threading.Thread] = []
     try:
-        yield Portal(url, lambda: roles.start_controller(stop))
+        yield Portal(url, lambda: controllers.append(roles.start_controller(stop)))
     finally:
         stop.set()
+        # The controller gives its lease back as it stops: joined before the test's database
+        # is emptied, or it could renew the lease after, and the next test's controller would
+        # stand by until the lease expired.
+        for controller in controllers:
+            controller.join(timeout=30)
         server.should_exit = True
         thread.join(timeout=10)
         sim.stop()

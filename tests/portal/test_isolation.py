@@ -87,6 +87,8 @@ ROUTES: dict[str, str] = {
     "audit-export": "listing",
     "audit-verify": "admin",
     "manage-scheduling": "admin",
+    "whatif-list": "listing",
+    "whatif-detail": "object",
     "manage-teams": "admin",
     "manage-gpu-types": "admin",
     "manage-quotas": "admin",
@@ -185,8 +187,15 @@ def vision_objects(world: World) -> dict[str, str]:
     sweep = submit_sweep(
         world.vision, *parse_sweep({**spec(), "sweep": {"array": 2}}), acting_user=world.bob
     )
+    from cluster.models import WhatIf
+
+    now = timezone.now()
+    whatif = WhatIf.objects.create(
+        requested_by=world.alice, requested_at=now, window_start=now, window_end=now, policy="fair"
+    )
     return {
         "sweep_id": str(sweep.pk),
+        "whatif_id": str(whatif.pk),
         "alert_id": "1",  # admin routes: turned away before any lookup
         "incident_id": "1",
         "run_id": "1",

@@ -110,7 +110,8 @@ def test_department_lead_splits_quota_on_the_department_page(world: World) -> No
 
     Membership.objects.create(team=world.research, user=world.carol, role=Role.LEAD)
     lead = _as(world.carol)
-    assert "Sub-teams" in lead.get("/teams/research/").content.decode()
+    department = lead.get("/teams/research/").content.decode()
+    assert "Sub-teams" in department and 'href="/manage/whatif/"' in department
     lead.post(
         "/teams/research/quotas/",
         {"team": "vision", "gpu_type": "h100-80g", "guaranteed": "12", "limit": "24"},
