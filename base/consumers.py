@@ -24,7 +24,15 @@ from base.delivery import Delivery
 
 # The message types of base/streams.py.
 LAYER_MESSAGES = frozenset(
-    {"job.status", "job.log", "job.metrics", "team.usage", "cluster.gpus", "cluster.xid"}
+    {
+        "job.status",
+        "job.waiting",
+        "job.log",
+        "job.metrics",
+        "team.usage",
+        "cluster.gpus",
+        "cluster.xid",
+    }
 )
 TRY_AGAIN_LATER = 1013  # RFC 6455: the server is overloaded or a dependency is away
 

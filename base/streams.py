@@ -53,6 +53,20 @@ class JobStatusMessage(TypedDict):
     estimated_start: str | None  # ISO 8601, for waiting jobs the scheduler could estimate
 
 
+class JobWaitingMessage(TypedDict):
+    """Sent when a waiting job's reason, figures (its places in the queue among them) or
+    estimate change without a change of state."""
+
+    type: Literal["job.waiting"]
+    job_id: int
+    state: Literal["QUEUED"]
+    pending_code: str
+    pending_message: str
+    pending_figures: dict[str, Any]
+    estimated_start: str | None
+    estimated_start_latest: str | None
+
+
 class UsageRowPayload(TypedDict):
     gpu_type: str
     used: int

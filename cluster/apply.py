@@ -21,6 +21,7 @@ from cluster import job_notices
 from cluster.observe import writing
 from jobs.models import EXPLANATION_FIELDS, HOLDING_STATES, Job, State
 from jobs.states import Moves, transition
+from jobs.streams import publish_waiting
 from scheduler import Decisions, Pending, ReasonCode
 
 # Estimates move every cycle as time passes; rewriting thousands of rows for a few seconds'
@@ -247,6 +248,7 @@ def _pending(decisions: dict[int, Pending], explanations: Explanations, at: date
         written[job_id] = fresh
     # A job cancelled since the snapshot keeps no explanation.
     update_values(Job, EXPLANATION_FIELDS, changed, where={"state": State.QUEUED})
+    transaction.on_commit(partial(publish_waiting, changed))
     told = explanations.written
     job_notices.never_fits(
         [

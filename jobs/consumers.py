@@ -33,7 +33,7 @@ class ReadersLanguage(TenantConsumer):
         await super().connect()
 
     async def send_json(self, content: dict[str, Any], close: bool = False) -> None:
-        if content.get("type") == "job.status":
+        if content.get("type") in ("job.status", "job.waiting"):
             with translation.override(self.language or None):
                 content = localised(content)
         await super().send_json(content, close)

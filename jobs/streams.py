@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
 from base.streams import (
     JobStatusMessage,
+    JobWaitingMessage,
     TeamUsageMessage,
     UsageRowPayload,
     job_group,
@@ -59,8 +61,9 @@ def status_message(job: Job, at: str, changing: dict[str, Any] | None = None) ->
 
 
 def localised(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A status message with its words in the active language, the codes kept beside them:
-    `state_label` for `state`, `pending_label` and `pending_reason` for `pending_code`."""
+    """A status (or waiting) message with its words in the active language, the codes kept
+    beside them: `state_label` for `state`, `pending_label` and `pending_reason` for
+    `pending_code`."""
     code = message["pending_code"]
     reason = reason_text(code, message.get("pending_figures") or {}, message["pending_message"])
     return {
@@ -101,6 +104,38 @@ def holding_usage(into: dict[int, Team]) -> Iterator[None]:
         yield
     finally:
         _usage_held.reset(token)
+
+
+Explanation = tuple[int, str, str, dict[str, Any], datetime | None, datetime | None]
+"""What the controller wrote of a waiting job: (id, code, message, figures, estimated start,
+its latest)."""
+
+
+def publish_waiting(explanations: Sequence[Explanation]) -> None:
+    """Tell the jobs' pages and their teams' lists of new reasons, places and estimates, all
+    in one hop (called once the controller's writes commit)."""
+    if not explanations:
+        return
+    teams = dict(
+        Job.unscoped.filter(pk__in=[row[0] for row in explanations]).values_list("id", "team_id")
+    )
+    outgoing: list[tuple[str, Any]] = []
+    for job_id, code, message, figures, start, latest in explanations:
+        if job_id not in teams:
+            continue
+        waiting: JobWaitingMessage = {
+            "type": "job.waiting",
+            "job_id": job_id,
+            "state": "QUEUED",
+            "pending_code": code,
+            "pending_message": message,
+            "pending_figures": figures,
+            "estimated_start": start.isoformat() if start else None,
+            "estimated_start_latest": latest.isoformat() if latest else None,
+        }
+        outgoing.append((job_group(teams[job_id], job_id), waiting))
+        outgoing.append((team_group(teams[job_id]), waiting))
+    send_now(outgoing)
 
 
 def publish_usage(teams: Sequence[Team]) -> None:

@@ -74,7 +74,17 @@ function showWhy(m) {
     const at = new Date(m.estimated_start).toLocaleTimeString(document.documentElement.lang || undefined, { hour: "2-digit", minute: "2-digit" });
     parts.push(` · ${gettext("estimated start")} ${at}`);
   }
-  why.replaceChildren(el("p", { class: "why" }, ...parts));
+  const shown = [el("p", { class: "why" }, ...parts)];
+  const figures = m.pending_figures ?? {};
+  if (figures.queue_position) {
+    const text = interpolate(
+      gettext("Position %(queue)s in the whole queue, %(team)s in the team's queue"),
+      { queue: figures.queue_position, team: figures.team_position },
+      true,
+    );
+    shown.push(el("p", { class: "position", id: "job-position" }, text));
+  }
+  why.replaceChildren(...shown);
 }
 
 function showEnded() {
@@ -95,6 +105,10 @@ const handlers = {
     showEnded();
     document.querySelector("[data-cancel]")?.remove(); // nothing left to cancel
     loadHistory(); // the totals of the whole run
+  },
+  // A waiting job's new reason, place in the queue or estimate (no change of state).
+  "job.waiting": (m) => {
+    if (stateBadge.classList.contains("queued")) showWhy(m);
   },
   "job.log": (m) => logs.add(m),
   "job.metrics": (m) => charts.addReadings(m.gpus),

@@ -45,6 +45,11 @@ class TeamLive {
       if (ACTIVE.has(m.state)) this.jobs.set(m.job_id, m);
       else this.jobs.delete(m.job_id);
       this.renderJobs();
+    } else if (m.type === "job.waiting") {
+      const job = this.jobs.get(m.job_id);
+      if (job?.state !== "QUEUED") return; // admitted or gone since: its status came first
+      this.jobs.set(m.job_id, { ...job, ...m });
+      this.renderJobs();
     } else if (m.type === "team.usage") {
       this.renderUsage(m.rows);
     }

@@ -13,17 +13,21 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import transaction
 from django.test import Client
+from django.utils import timezone, translation
 
 from base import streams
 from base.consumers import LAYER_MESSAGES
 from base.streams import publish_log_chunk
+from cluster.apply import Explanations, _pending
 from cluster.models import JobLogChunk
 from jobs.actions import cancel_job, submit_job
 from jobs.models import Job, State
+from jobs.reasons import reason_text
 from jobs.spec import parse_spec
 from jobs.states import transition
 from jobs.streams import holding_usage, publish_usage
 from portal.asgi import application
+from scheduler import Pending, Reason, ReasonCode
 from tests.conftest import World, spec
 from tests.monitoring.conftest import Rig, apost, batch, gpu_sample
 from tests.monitoring.conftest import fast_passwords as fast_passwords  # fixtures
@@ -117,6 +121,53 @@ async def test_member_receives_status_changes_of_their_job_and_team(world: World
 def _admit_holding_usage(job: Any, held: dict[int, Any]) -> None:
     with holding_usage(held):
         _admit(job)
+
+
+def _explain(job: Job) -> None:
+    """The controller's explaining step, as a cycle writes it: fourth in the queue, second in
+    the team's, three jobs ahead."""
+    waiting = Pending(Reason(ReasonCode.PRIORITY, {"jobs_ahead": 3}), None, None, 4, 2)
+    with transaction.atomic():
+        _pending({job.pk: waiting}, Explanations(), timezone.now())
+
+
+async def test_a_waiting_jobs_new_reason_and_place_reach_its_page_and_team_in_their_words(
+    world: World,
+) -> None:
+    job = await database_sync_to_async(submit_job)(
+        world.vision, parse_spec(spec()), acting_user=world.bob
+    )
+    await database_sync_to_async(_chinese)(world.alice)
+    on_job = await _open(f"/ws/jobs/{job.pk}/", world.bob)
+    on_team = await _open("/ws/teams/vision/", world.alice)
+    outsider_team = await _open("/ws/teams/nlp/", world.carol)
+    await _next(on_job, "job.status")  # the state as it was when the socket opened
+    await database_sync_to_async(_explain)(job)
+    mine, leads = await _next(on_job, "job.waiting"), await _next(on_team, "job.waiting")
+    for message in (mine, leads):
+        assert (message["job_id"], message["state"], message["pending_code"]) == (
+            job.pk,
+            "QUEUED",
+            "PRIORITY",
+        )
+        assert message["pending_figures"] == {
+            "jobs_ahead": 3,
+            "queue_position": 4,
+            "team_position": 2,
+        }
+    assert mine["pending_reason"] == "3 jobs ahead"
+    with translation.override("zh-hans"):
+        in_chinese = reason_text("PRIORITY", {"jobs_ahead": 3}, "3 jobs ahead")
+    assert leads["pending_reason"] == in_chinese != "3 jobs ahead"  # alice reads Chinese
+    assert await outsider_team.receive_nothing(timeout=0.3)
+    for communicator in (on_job, on_team, outsider_team):
+        await communicator.disconnect()
+
+
+def _chinese(user: Any) -> None:
+    from tenants.models import UserPreference
+
+    UserPreference.objects.update_or_create(user=user, defaults={"language": "zh-hans"})
 
 
 async def test_held_usage_figures_go_out_only_when_published(world: World) -> None:
