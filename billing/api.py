@@ -183,6 +183,9 @@ class StatementSerializer(serializers.Serializer):
     team = serializers.CharField(source="team.slug")
     month = serializers.DateField()
     final = serializers.BooleanField()
+    department = serializers.BooleanField(
+        help_text="A department's: the sum of its sub-teams' (and its own), a line per team."
+    )
     currency = serializers.CharField()
     figures = FiguresSerializer(source="figures.as_dict")
     lines = serializers.ListField(child=serializers.DictField())
@@ -192,7 +195,8 @@ class StatementSerializer(serializers.Serializer):
 
 class StatementView(APIView):
     """`GET /api/v1/statements/?period=YYYY-MM[&team=]`: each team's statement of the month,
-    final (stored, never changed) or a live draft, for its leads and platform admins."""
+    final (stored, never changed) or a live draft, for its leads and platform admins; a
+    department's sums its sub-teams', for the department's leads and platform admins."""
 
     @extend_schema(
         parameters=[

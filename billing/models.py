@@ -58,6 +58,9 @@ class UsageSegment(TenantOwned):
         indexes = [
             models.Index(fields=["team", "started_at"]),
             models.Index(fields=["started_at"]),
+            # A month's reports read the segments that end after it begins: without this, each
+            # report scans every segment ever written (`billing.usage`).
+            models.Index(fields=["ended_at"], name="billing_segment_ended_at"),
         ]
 
     def __str__(self) -> str:

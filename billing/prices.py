@@ -73,6 +73,11 @@ class PriceBook:
         """The moments strictly inside (start, end) at which the type's price changes."""
         return [at for at in self._moments.get(gpu_type_id, []) if start < at < end]
 
+    def all_changes_between(self, start: datetime, end: datetime) -> list[datetime]:
+        """The moments strictly inside (start, end) at which any type's price changes."""
+        moments = {at for entries in self._moments.values() for at in entries}
+        return sorted(at for at in moments if start < at < end)
+
     def pieces(
         self, gpu_type_id: int, start: datetime, end: datetime
     ) -> Iterator[tuple[datetime, datetime, Decimal]]:
@@ -83,4 +88,6 @@ class PriceBook:
 
 
 def cost(gpu_seconds: Decimal, price: Decimal, multiplier: Decimal) -> Decimal:
-    return gpu_seconds / SECONDS_PER_HOUR * price * multiplier
+    # Multiplied first (exact) and divided last: a cost that ends on half a cent is exactly
+    # that, not a hair under it, so it rounds as it should.
+    return gpu_seconds * price * multiplier / SECONDS_PER_HOUR

@@ -1,5 +1,12 @@
-"""Monthly statements per team: the live draft of a month not yet over (or not yet
-finalised), and the final statement written once at its end and never changed after."""
+"""Monthly statements per team and per department: the live draft of a month not yet over
+(or not yet finalised), and the final statement written once at its end and never changed after.
+
+A department (a team with sub-teams) is billed for itself and its sub-teams: its statement is
+the sum of theirs to the cent (each part rounded as its own statement is), a line per part, and
+its due takes in the adjustments of its parts. It is stored as the department team's own
+`Statement` row, written with its sub-teams' at the month's end, so it stays as it was even if a
+team later moves to another department.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from billing.models import Adjustment, Statement, UsageSegment
@@ -21,12 +29,14 @@ if TYPE_CHECKING:
     from tenants.scoping import AnyUser
 
 LINE_GROUPS = ("user", "gpu_type", "queue")
-"""What a statement's lines are by."""
+"""What a team's statement's lines are by."""
+DEPARTMENT_GROUPS = ("team",)
+"""What a department's statement's lines are by: its parts, itself and each sub-team."""
 
 
 @dataclass
 class TeamStatement:
-    """A team's statement of a month as shown: final (stored) or a live draft."""
+    """A team's (or department's) statement of a month as shown: final (stored) or a draft."""
 
     team: Team
     month: date
@@ -35,10 +45,15 @@ class TeamStatement:
     figures: Figures
     lines: list[dict[str, Any]]
     adjustments: list[Adjustment] = field(default_factory=list)
+    groups: tuple[str, ...] = LINE_GROUPS
 
     @property
     def due(self) -> Decimal:
         return self.figures.cost + sum((a.amount for a in self.adjustments), Decimal(0))
+
+    @property
+    def department(self) -> bool:
+        return self.groups == DEPARTMENT_GROUPS
 
 
 def previous_month(period: Period) -> Period:
@@ -62,16 +77,40 @@ def _stored_figures(statement: Statement) -> Figures:
     )
 
 
-def team_statements(
-    teams: Iterable[Team], period: Period, now: datetime | None = None
-) -> list[TeamStatement]:
-    """The month's statement of each team: its final one, or a draft worked out now."""
-    now = now or timezone.now()
-    teams = sorted(teams, key=lambda t: t.slug)
+def _rounded(figures: Figures) -> Figures:
+    """The figures as a final statement stores them: money to the cent."""
+    return Figures(
+        figures.gpu_seconds,
+        round(figures.cost, 2),
+        figures.credited_gpu_seconds,
+        round(figures.credited_cost, 2),
+    )
+
+
+def _stored(statement: Statement, team: Team) -> TeamStatement:
+    # A final statement says what it is by its lines: a department's are by part.
+    groups = DEPARTMENT_GROUPS if any("team" in line for line in statement.lines) else LINE_GROUPS
+    return TeamStatement(
+        team,
+        statement.month,
+        True,
+        statement.currency,
+        _stored_figures(statement),
+        statement.lines,
+        list(statement.adjustments.all()),
+        groups,
+    )
+
+
+def _own_statements(
+    teams: Iterable[Team], period: Period, now: datetime
+) -> dict[int, TeamStatement]:
+    """Each team's final statement, or a draft of its own usage worked out now, by team id."""
+    teams = list(teams)
     final = {
         s.team_id: s
         for s in Statement.unscoped.filter(team__in=teams, month=period.start).prefetch_related(
-            "adjustments__actor"
+            "adjustments__actor", "adjustments__team"
         )
     }
     drafts = [team for team in teams if team.pk not in final]
@@ -80,57 +119,121 @@ def team_statements(
     if drafts:
         segments = UsageSegment.unscoped.filter(team__in=drafts)
         rows, totals = fold(segments, period, ("team", *LINE_GROUPS), PriceBook.load(), now)
+    return {
+        team.pk: _stored(final[team.pk], team)
+        if team.pk in final
+        else TeamStatement(
+            team,
+            period.start,
+            False,
+            currency(),
+            totals.get(team.slug, Figures()),
+            _lines(rows, team.slug),
+        )
+        for team in teams
+    }
+
+
+def _used(figures: Figures) -> bool:
+    return bool(figures.gpu_seconds or figures.credited_gpu_seconds)
+
+
+def _department_draft(own: TeamStatement, parts: list[TeamStatement]) -> TeamStatement:
+    """A department's statement from its parts': itself (where it used GPUs) and its teams."""
+    parts = ([own] if _used(own.figures) else []) + parts
+    total = Figures()
+    lines = []
+    for part in parts:
+        figures = _rounded(part.figures)
+        total.gpu_seconds += figures.gpu_seconds
+        total.cost += figures.cost
+        total.credited_gpu_seconds += figures.credited_gpu_seconds
+        total.credited_cost += figures.credited_cost
+        lines.append({"team": part.team.slug, **figures.as_dict()})
+    adjustments = sorted(
+        (a for part in parts for a in part.adjustments), key=lambda a: (a.created_at, a.pk)
+    )
+    return TeamStatement(
+        own.team, own.month, False, own.currency, total, lines, adjustments, DEPARTMENT_GROUPS
+    )
+
+
+def _with_part_adjustments(statement: TeamStatement) -> TeamStatement:
+    """A final department's own adjustments and those of the parts it was finalised with."""
+    parts = [line["team"] for line in statement.lines if line["team"] != statement.team.slug]
+    of_parts = Adjustment.unscoped.filter(
+        statement__team__slug__in=parts, statement__month=statement.month
+    ).select_related("actor", "team")
+    statement.adjustments = sorted(
+        [*statement.adjustments, *of_parts], key=lambda a: (a.created_at, a.pk)
+    )
+    return statement
+
+
+def team_statements(
+    teams: Iterable[Team], period: Period, now: datetime | None = None
+) -> list[TeamStatement]:
+    """The month's statement of each team (a department's for a team with sub-teams): its
+    final one, or a draft worked out now."""
+    now = now or timezone.now()
+    teams = sorted(teams, key=lambda t: t.slug)
+    subteams: dict[int, list[Team]] = {}
+    for sub in Team.objects.filter(parent__in=teams).order_by("slug"):
+        subteams.setdefault(sub.parent_id or 0, []).append(sub)
+    parts = {sub.pk: sub for subs in subteams.values() for sub in subs}
+    own = _own_statements({**parts, **{t.pk: t for t in teams}}.values(), period, now)
     shown = []
     for team in teams:
-        stored = final.get(team.pk)
-        if stored is not None:
-            shown.append(
-                TeamStatement(
-                    team,
-                    period.start,
-                    True,
-                    stored.currency,
-                    _stored_figures(stored),
-                    stored.lines,
-                    list(stored.adjustments.all()),
-                )
-            )
-        else:
-            figures = totals.get(team.slug, Figures())
-            shown.append(
-                TeamStatement(
-                    team, period.start, False, currency(), figures, _lines(rows, team.slug)
-                )
-            )
+        statement = own[team.pk]
+        if statement.final and statement.department:
+            statement = _with_part_adjustments(statement)
+        elif not statement.final and team.pk in subteams:
+            statement = _department_draft(statement, [own[s.pk] for s in subteams[team.pk]])
+        shown.append(statement)
     return shown
 
 
 def finalise_month(period: Period, now: datetime | None = None) -> int:
     """Write the final statement of every team that used GPUs in `period` and has none yet
-    (a month that is over); returns how many it wrote. Running it again writes none."""
+    (a month that is over), then of every department whose parts did; returns how many it
+    wrote. Running it again writes none."""
     now = now or timezone.now()
     if period.ends > now:
         raise ValueError(f"{period.start:%Y-%m} is not over")
     done = Statement.unscoped.filter(month=period.start).values("team_id")
-    segments = UsageSegment.unscoped.exclude(team_id__in=done)
+    departments = Team.objects.filter(children__isnull=False).distinct()
+    segments = UsageSegment.unscoped.exclude(team_id__in=done).exclude(team__in=departments)
     rows, totals = fold(segments, period, ("team", *LINE_GROUPS), PriceBook.load(), now)
     teams = dict(Team.objects.filter(slug__in=totals).values_list("slug", "id"))
     statements = [
-        Statement(
-            team_id=teams[slug],
-            month=period.start,
-            currency=currency(),
-            gpu_seconds=figures.gpu_seconds,
-            cost=round(figures.cost, 2),
-            credited_gpu_seconds=figures.credited_gpu_seconds,
-            credited_cost=round(figures.credited_cost, 2),
-            lines=_lines(rows, slug),
-            finalised_at=now,
-        )
+        _final(teams[slug], period, _rounded(figures), _lines(rows, slug), now)
         for slug, figures in totals.items()
     ]
-    # Another worker finalising the same month at once: the constraint keeps its statements.
-    return len(Statement.unscoped.bulk_create(statements, ignore_conflicts=True))
+    with transaction.atomic():
+        # Another worker finalising the same month at once: the constraint keeps its statements.
+        written = len(Statement.unscoped.bulk_create(statements, ignore_conflicts=True))
+        drafts = team_statements(departments.exclude(id__in=done), period, now)
+        rollups = [
+            _final(d.team.pk, period, d.figures, d.lines, now) for d in drafts if _used(d.figures)
+        ]
+        written += len(Statement.unscoped.bulk_create(rollups, ignore_conflicts=True))
+    return written
+
+
+def _final(
+    team_id: int, period: Period, figures: Figures, lines: list[dict[str, Any]], now: datetime
+) -> Statement:
+    return Statement(
+        team_id=team_id,
+        month=period.start,
+        currency=currency(),
+        gpu_seconds=figures.gpu_seconds,
+        cost=figures.cost,
+        credited_gpu_seconds=figures.credited_gpu_seconds,
+        credited_cost=figures.credited_cost,
+        lines=lines,
+        finalised_at=now,
+    )
 
 
 def finalise_last_month(now: datetime | None = None) -> int:

@@ -6,18 +6,22 @@ member their own jobs, and the team's totals only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Q, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from billing.models import UsageSegment
 from billing.prices import PriceBook, cost, day_start
 from billing.segments import seconds_between
+from quotas.models import GpuType, Queue
 from tenants.models import Membership, Role, Team
 
 if TYPE_CHECKING:
@@ -123,6 +127,9 @@ def _overlapping(segments: QuerySet[UsageSegment], period: Period) -> QuerySet[U
 
 VALUES = ("started_at", "ended_at", "gpus", "gpu_type_id", "queue_id", "credited", "team__slug")
 
+Part = tuple[tuple[str, ...], str, Decimal, Decimal, bool]
+"""One piece of usage: (its key by the groups, its team, GPU-seconds, cost, credited)."""
+
 
 def _pieces(
     row: dict[str, Any], period: Period, book: PriceBook, by_day: bool, now: datetime
@@ -145,6 +152,88 @@ def _days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime]]
         start = midnight
 
 
+def _daily_parts(
+    segments: QuerySet[UsageSegment],
+    period: Period,
+    group_by: Sequence[str],
+    book: PriceBook,
+    now: datetime,
+) -> Iterator[Part]:
+    """Segment by segment, split at midnight: a day is no column SQL can group by here."""
+    labels = [GROUPS[name] for name in group_by if name != "day"]
+    for row in _overlapping(segments, period).values(*VALUES, *labels):
+        for day, gpu_seconds, amount in _pieces(row, period, book, True, now):
+            key = tuple(
+                day.isoformat() if name == "day" else str(row[GROUPS[name]]) for name in group_by
+            )
+            yield key, row["team__slug"], gpu_seconds, amount, row["credited"]
+
+
+def _windows(period: Period, book: PriceBook) -> list[tuple[datetime, datetime]]:
+    """The period split where any GPU type's price changes: one price per type in each."""
+    changes = book.all_changes_between(period.begins, period.ends)
+    return list(pairwise([period.begins, *changes, period.ends]))
+
+
+def _labels(name: str, ids: Iterable[int]) -> dict[int, str]:
+    """What each id of a group shows (a job: its id)."""
+    ids = set(ids)
+    if name == "job":
+        return {pk: str(pk) for pk in ids}
+    found: QuerySet[Any] = {
+        "team": Team.objects,
+        "user": get_user_model().objects,
+        "gpu_type": GpuType.objects,
+        "queue": Queue.unscoped,
+    }[name].filter(pk__in=ids)
+    return {pk: str(label) for pk, label in found.values_list("pk", GROUPS[name].split("__")[1])}
+
+
+def _window_sums(
+    segments: QuerySet[UsageSegment], keys: list[str], begin: datetime, end: datetime, now: datetime
+) -> Iterator[tuple[dict[str, Any], Decimal]]:
+    """Each group's GPU-seconds in [begin, end): its segments cut at the bounds (an open one
+    at now), their lengths summed by the database, times their GPUs."""
+    ends_after = Q(ended_at__gt=begin)
+    if now > begin:  # an open segment holds its GPUs until now
+        ends_after |= Q(ended_at__isnull=True, started_at__lt=now)
+    overlapping = segments.filter(ends_after, started_at__lt=end)
+    held = Least(Coalesce("ended_at", Value(now)), Value(end)) - Greatest(
+        "started_at", Value(begin)
+    )
+    for row in overlapping.order_by().values(*keys, "gpus").annotate(held=Sum(held)):
+        yield row, row["gpus"] * seconds_between(begin, begin + row["held"])
+
+
+def _summed_parts(
+    segments: QuerySet[UsageSegment],
+    period: Period,
+    group_by: Sequence[str],
+    book: PriceBook,
+    now: datetime,
+) -> Iterator[Part]:
+    """Summed by the database, per price window, by ids (labels are looked up after): the
+    GPU-seconds of each group with what prices them (GPU type, queue). A month of a busy
+    cluster is too many segments to add up one by one in Python for each page and statement."""
+    ids = [f"{name}_id" for name in group_by]
+    keys = list(dict.fromkeys([*ids, "team_id", "gpu_type_id", "queue_id", "credited"]))
+    sums = [
+        (begin, row, gpu_seconds)
+        for begin, end in _windows(period, book)
+        for row, gpu_seconds in _window_sums(segments, keys, begin, end, now)
+        if gpu_seconds
+    ]
+    labels = {
+        name: _labels(name, (row[f"{name}_id"] for _, row, _ in sums))
+        for name in {*group_by, "team"}
+    }
+    for begin, row, gpu_seconds in sums:
+        price = book.price_at(row["gpu_type_id"], begin)
+        amount = cost(gpu_seconds, price, book.multiplier(row["queue_id"]))
+        key = tuple(labels[name][row[f"{name}_id"]] for name in group_by)
+        yield key, labels["team"][row["team_id"]], gpu_seconds, amount, row["credited"]
+
+
 Rows = dict[tuple[str, ...], Figures]
 
 
@@ -158,15 +247,10 @@ def fold(
     """The segments' usage in `period`: by the groups (names in GROUP_NAMES), and by team."""
     rows: Rows = {}
     teams: dict[str, Figures] = {}
-    labels = [GROUPS[name] for name in group_by if name != "day"]
-    by_day = "day" in group_by
-    for row in _overlapping(segments, period).values(*VALUES, *labels):
-        for day, gpu_seconds, amount in _pieces(row, period, book, by_day, now):
-            key = tuple(
-                day.isoformat() if name == "day" else str(row[GROUPS[name]]) for name in group_by
-            )
-            rows.setdefault(key, Figures()).add(gpu_seconds, amount, row["credited"])
-            teams.setdefault(row["team__slug"], Figures()).add(gpu_seconds, amount, row["credited"])
+    parts = _daily_parts if "day" in group_by else _summed_parts
+    for key, team, gpu_seconds, amount, credited in parts(segments, period, group_by, book, now):
+        rows.setdefault(key, Figures()).add(gpu_seconds, amount, credited)
+        teams.setdefault(team, Figures()).add(gpu_seconds, amount, credited)
     return rows, dict(sorted(teams.items()))
 
 

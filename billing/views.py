@@ -1,7 +1,7 @@
 """`/usage/`: GPU-hours and cost by month. An admin sees every team, a lead their team by
 member, a member their own jobs and their team's total; everyone their teams' budgets this
 month against what was spent. `/usage/statements/`: the monthly statements of the teams one
-leads (every team for an admin), and their CSV."""
+leads (every team for an admin; a department's sums its teams'), and their CSV."""
 
 from __future__ import annotations
 
@@ -90,7 +90,8 @@ CSV_FIGURES = ("gpu_hours", "cost", "credited_gpu_hours", "credited_cost")
 
 @login_required
 def statements_export(request: HttpRequest) -> HttpResponse:
-    """The same statements as CSV: a row per line, per adjustment, and each team's total due."""
+    """The same statements as CSV: a row per line (per team of a department), per adjustment,
+    and each statement's total due."""
     statements, month, _error = _statements(request)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="statements-{month}.csv"'
@@ -99,9 +100,13 @@ def statements_export(request: HttpRequest) -> HttpResponse:
     for s in statements:
         head = [s.team.slug, month, "final" if s.final else "draft", s.currency]
         for line in s.lines:
-            groups = [line[name] for name in LINE_GROUPS]
-            writer.writerow([*head, "line", *groups, *(line[f] for f in CSV_FIGURES)])
+            if s.department:  # a line per team of it: its slug stands where a member would
+                kind, groups = "team", [line["team"], "", ""]
+            else:
+                kind, groups = "line", [line[name] for name in LINE_GROUPS]
+            writer.writerow([*head, kind, *groups, *(line[f] for f in CSV_FIGURES)])
         for a in s.adjustments:
-            writer.writerow([*head, "adjustment", a.reason, a.actor.username, "", "", a.amount])
+            reason = a.reason if a.team_id == s.team.pk else f"{a.team.slug}: {a.reason}"
+            writer.writerow([*head, "adjustment", reason, a.actor.username, "", "", a.amount])
         writer.writerow([*head, "due", "", "", "", "", s.due])
     return response

@@ -40,7 +40,9 @@ def _statements(user: Any, **params: str) -> list[dict[str, Any]]:
 def test_a_month_is_a_draft_until_finalised_then_final_once(used: World) -> None:
     [draft] = _statements(used.alice)
     assert (draft["team"], draft["final"], draft["due"]) == ("vision", False, "50.00")
-    assert finalise_statements.apply().get() == 2  # vision and nlp, in this process
+    assert (
+        finalise_statements.apply().get() == 3
+    )  # vision, nlp and their department research, in this process
     assert finalise_last_month() == 0  # again: nothing more
     [final] = _statements(used.alice)
     assert (final["final"], final["due"], final["figures"]["gpu_hours"]) == (
@@ -121,7 +123,7 @@ def test_statements_are_for_leads_and_admins_of_their_teams_only(used: World) ->
     assert _statements(used.bob) == []  # a member: the usage page has the team's total
     assert _statements(used.carol) == []
     assert api_as(used.carol).get("/api/v1/statements/", {"team": "vision"}).status_code == 404
-    assert Statement.objects.for_user(used.admin).count() == 2
+    assert Statement.objects.for_user(used.admin).count() == 3  # with the department
 
 
 def _page(user: Any, path: str) -> str:

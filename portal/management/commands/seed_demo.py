@@ -1,4 +1,5 @@
-"""`manage.py seed_demo`: GPU types, a department with two teams, demo users, quotas, queues, jobs.
+"""`manage.py seed_demo`: GPU types, a department with two teams, demo users, quotas, queues, jobs,
+and the teams' finished jobs since the start of last month (their usage and statements).
 
 Idempotent: a second run finds the data and changes nothing. Refused in production mode, so demo
 accounts exist only in the demo.
@@ -13,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from jobs.actions import submit_job
 from jobs.spec import parse_spec
+from portal.demo_history import NAMES, seed_history
 from quotas.actions import save_gpu_type, save_queue, set_quota
 from quotas.models import GpuType
 from tenants.actions import add_member, save_team
@@ -121,4 +123,7 @@ class Command(BaseCommand):
                 **spec,
             }
             submit_job(teams[slug], parse_spec(full), acting_user=users[username])
+        owners = {slug: [users[u] for u, team, _role in MEMBERS if team == slug] for slug in NAMES}
+        past = seed_history({slug: teams[slug] for slug in NAMES}, owners)
+        self.stdout.write(f"{past} finished jobs since the start of last month")
         self.stdout.write(self.style.SUCCESS("demo data created"))
