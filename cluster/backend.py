@@ -70,6 +70,9 @@ class ClusterBackend(Protocol):
     def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         """Cordon or uncordon a node."""
 
+    def reachable(self) -> bool:
+        """Whether the API server answers now (its version: a probe's cheapest call)."""
+
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> bool:
         """Merge `patch` into a pod (its annotations: what the downward API shows the
         containers); False when the pod is gone."""

@@ -110,11 +110,13 @@ class Controller:
         timing: Timing | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.backend = backend
+        self.backend, self.clock = backend, clock
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.timing = timing or Timing()
         self.stats = Stats()
         self.leading = False
+        self.turned_at: float | None = None
+        """When the run loop last began a turn (leading or standing by), on `clock`."""
         self.kube = KubeCalls(backend)
         self.followers = LogFollowers(backend)
         self.provisioner = Provisioner(backend)
@@ -188,6 +190,7 @@ class Controller:
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
+            self.turned_at = self.clock()  # the liveness probe's heartbeat (cluster/probes.py)
             try:
                 if not self.leading:
                     if not lease.try_acquire(self.identity):

@@ -161,6 +161,13 @@ class KubernetesBackend:
             raise
         return True
 
+    def reachable(self) -> bool:
+        try:
+            self._raw("GET", "/version")
+        except Exception:  # refused, timed out, an error status: not reachable, whichever
+            return False
+        return True
+
     def delete_job(self, namespace: str, name: str) -> bool:
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
         try:

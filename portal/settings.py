@@ -222,6 +222,8 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 # The scheduling policy (fifo, fair or capacity): the controller's and the dry run's.
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fair")
+# The controller's /healthz and /readyz (cluster/probes.py); 0 serves none.
+CONTROLLER_PROBE_PORT = env_int("CONTROLLER_PROBE_PORT", 8081)
 # The most member jobs one sweep may have (submitted in one request and one transaction).
 SWEEP_MAX_MEMBERS = env_int("SWEEP_MAX_MEMBERS", 1000)
 # The most jobs one quota what-if replays (cluster/whatif.py): a window with more is refused.

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from cluster.controller import Controller
 from cluster.kube import KubernetesBackend, load_api_client
+from cluster.probes import Probes, serve
 from scheduler import Policy, PolicyConfig
 
 GC_THRESHOLDS = (5000, 20, 50)
@@ -20,6 +21,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then in-cluster")
+        parser.add_argument(
+            "--probe-port",
+            type=int,
+            default=settings.CONTROLLER_PROBE_PORT,
+            help="/healthz and /readyz for Kubernetes' probes; 0: none (default: the "
+            "CONTROLLER_PROBE_PORT setting)",
+        )
         parser.add_argument(
             "--policy",
             choices=[p.value for p in Policy],
@@ -39,4 +47,9 @@ class Command(BaseCommand):
         # allocated by the thousand, has the young generations collected less often.
         gc.set_threshold(*GC_THRESHOLDS)
         gc.freeze()
-        controller.run(stop)
+        server = serve(Probes(controller), options["probe_port"]) if options["probe_port"] else None
+        try:
+            controller.run(stop)
+        finally:
+            if server is not None:
+                server.shutdown()
