@@ -8,6 +8,7 @@ import signal
 import threading
 
 from agent.core import DEFAULT_INTERVAL, Agent
+from agent.ib import DEFAULT_ROOT
 from agent.podresources import DEFAULT_SOCKET, PodResources
 from agent.transport import HttpTransport, token_file_reader
 
@@ -23,6 +24,11 @@ def main(argv: list[str] | None = None) -> None:
         default=DEFAULT_SOCKET,
         help="the kubelet's pod-resources socket; GPUs are attributed by placement without it",
     )
+    parser.add_argument(
+        "--ib-root",
+        default=DEFAULT_ROOT,
+        help="where sysfs lists the InfiniBand devices; none there, no InfiniBand fields",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
@@ -30,7 +36,10 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signum, lambda *_: stop.set())
     transport = HttpTransport(args.portal, token_file_reader(args.token_file))
     pods = PodResources.if_present(args.pod_resources)
-    Agent(args.node, transport, interval=args.interval, pod_resources=pods).run(stop)
+    agent = Agent(
+        args.node, transport, interval=args.interval, pod_resources=pods, ib_root=args.ib_root
+    )
+    agent.run(stop)
 
 
 if __name__ == "__main__":

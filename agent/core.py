@@ -1,7 +1,12 @@
-"""The node agent: sample every GPU each interval, report Xids at once, never lose a batch."""
+"""The node agent: sample every GPU each interval, report Xids at once, never lose a batch.
+
+Besides its GPUs, each sample reads what belongs to the node as a whole (`node_reading`): the
+driver NVML reports, and the InfiniBand ports under `ib_root` (sysfs) where the node has any.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -12,7 +17,8 @@ import grpc
 import pynvml
 
 from agent import fields
-from agent.gpm import SmActivity
+from agent.gpm import Profiler
+from agent.ib import DEFAULT_ROOT, ib_fields, read_ports
 from agent.nvml import use_library_in_this_thread
 from agent.outbox import Backoff, Outbox
 from agent.podresources import PodResources
@@ -39,9 +45,11 @@ class Agent:
         clock: Callable[[], float] = time.time,
         backoff: Backoff | None = None,
         pod_resources: PodResources | None = None,
+        ib_root: str = DEFAULT_ROOT,
     ) -> None:
         self.node, self.interval = node, interval
         self.pod_resources = pod_resources
+        self.ib_root = ib_root
         self.outbox = Outbox(node, interval, max_batches=max(1, int(BUFFER_SECONDS / interval)))
         self._transport = transport
         self._library = library
@@ -49,7 +57,7 @@ class Agent:
         self._backoff = backoff or Backoff(initial=1.0, maximum=60.0)
         self._retry_at = 0.0
         self._wake = threading.Event()
-        self._sm = SmActivity()
+        self._profiler = Profiler()
         self._uuids: dict[int, str] = {}
         self._last_xid: dict[int, int] = {}
         self._pods_failing = False
@@ -99,7 +107,16 @@ class Agent:
                 if "uuid" in sample:  # "" says the kubelet gave the GPU to no pod
                     sample["pod"] = owners.get(sample["uuid"], "")
         self.outbox.add_samples(gpus)
+        self.outbox.set_node_reading(self.node_reading(at))
         return gpus
+
+    def node_reading(self, at: float) -> dict[str, Any]:
+        """The node-level fields now: its driver (where NVML tells) and InfiniBand ports."""
+        reading: dict[str, Any] = {"at": at}
+        with contextlib.suppress(pynvml.NVMLError):  # absent then, as a GPU's unread field
+            reading["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        reading.update(ib_fields(read_ports(self.ib_root)))
+        return reading
 
     def _gpu_pods(self) -> dict[str, str] | None:
         """{UUID: "namespace/pod"} from the kubelet, or None (the portal then attributes by
@@ -145,9 +162,7 @@ class Agent:
             self._uuids[index] = pynvml.nvmlDeviceGetUUID(handle)
         sample["uuid"] = self._uuids[index]
         sample.update(read_gpu(handle))
-        sm_active = self._sm.read(index, handle)
-        if sm_active is not None:
-            sample[fields.SM_ACTIVE] = sm_active
+        sample.update(self._profiler.read(index, handle))
         if index in self._last_xid:
             sample[fields.XID_ERRORS] = self._last_xid[index]
         return sample

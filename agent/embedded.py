@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from agent.core import DEFAULT_INTERVAL, Agent
+from agent.ib import DEFAULT_ROOT
 from agent.podresources import PodResources
 from agent.transport import HttpTransport
 
@@ -18,12 +19,15 @@ def run_agents(
     stop_event: threading.Event,
     interval: float = DEFAULT_INTERVAL,
     pod_resources_by_node: Mapping[str, str] | None = None,
+    ib_roots_by_node: Mapping[str, str] | None = None,
 ) -> list[threading.Thread]:
     """Start one agent thread per node, posting to `portal_url`, until `stop_event` is set.
 
-    `pod_resources_by_node`: each node's kubelet pod-resources socket, where there is one.
+    `pod_resources_by_node`: each node's kubelet pod-resources socket, where there is one;
+    `ib_roots_by_node`: each node's /sys/class/infiniband (a node left out reads the host's).
     """
     sockets = pod_resources_by_node or {}
+    ib_roots = ib_roots_by_node or {}
     threads = []
     for node, library in libraries_by_node.items():
         agent = Agent(
@@ -32,6 +36,7 @@ def run_agents(
             interval=interval,
             library=library,
             pod_resources=PodResources(sockets[node]) if node in sockets else None,
+            ib_root=ib_roots.get(node, DEFAULT_ROOT),
         )
         thread = threading.Thread(
             target=agent.run, args=(stop_event,), name=f"agent-{node}", daemon=True

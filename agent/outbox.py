@@ -32,7 +32,8 @@ class Backoff:
 
 
 class Outbox:
-    """Samples and Xid events not yet accepted by the portal.
+    """Samples, Xid events and the node's newest node-level reading not yet accepted by the
+    portal (a node-level reading describes the node now, so a newer one replaces it).
 
     Every post has an identity: the node, this agent's start (`boot`) and a sequence number.
     A post whose answer did not come is sent again as it was, under the same identity, before
@@ -46,11 +47,12 @@ class Outbox:
         self.node, self.interval = node, interval
         self.boot = boot or uuid.uuid4().hex
         self._posts = 0
-        self._unanswered: tuple[dict[str, Any], tuple[int, int]] | None = None
+        self._unanswered: tuple[dict[str, Any], tuple[int, int, int]] | None = None
         # Entries carry a sequence number, so what was sent is forgotten exactly, even when
         # the full deque dropped its oldest entries while the post was on its way.
         self._samples: deque[tuple[int, list[dict[str, Any]]]] = deque(maxlen=max_batches)
         self._xids: deque[tuple[int, dict[str, Any]]] = deque(maxlen=1000)
+        self._node_reading: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._seq = 0
         self.dropped = 0
@@ -67,6 +69,11 @@ class Outbox:
             self._seq += 1
             self._xids.append((self._seq, event))
 
+    def set_node_reading(self, reading: dict[str, Any]) -> None:
+        with self._lock:
+            self._seq += 1
+            self._node_reading = (self._seq, reading)
+
     def pending(self) -> int:
         with self._lock:
             return len(self._samples) + len(self._xids) + (self._unanswered is not None)
@@ -76,7 +83,7 @@ class Outbox:
         delivered = 0
         while True:
             batch, last_seq = self._next_post()
-            if last_seq == (0, 0):
+            if last_seq[:2] == (0, 0):
                 return delivered
             try:
                 transport.post(batch)
@@ -87,10 +94,10 @@ class Outbox:
             self._forget(last_seq)
             delivered += len(batch["gpus"])
 
-    def _next_post(self) -> tuple[dict[str, Any], tuple[int, int]]:
+    def _next_post(self) -> tuple[dict[str, Any], tuple[int, int, int]]:
         """The post last sent without an answer, or a new one: the oldest waiting samples (up
-        to a post's worth), every waiting Xid, and the last sequence number taken of each (0
-        for none)."""
+        to a post's worth), every waiting Xid, the node-level reading if one waits, and the
+        last sequence number taken of each (0 for none)."""
         if self._unanswered is not None:
             return self._unanswered
         with self._lock:
@@ -103,8 +110,9 @@ class Outbox:
                     break
                 gpus += sample
                 last_sample = seq
+            node_seq, reading = self._node_reading or (0, None)
         if (last_sample, last_xid) == (0, 0):
-            return {}, (0, 0)
+            return {}, (0, 0, 0)
         self._posts += 1
         body = {
             "node": self.node,
@@ -114,13 +122,17 @@ class Outbox:
             "gpus": gpus,
             "xids": xids,
         }
-        self._unanswered = (body, (last_sample, last_xid))
+        if reading is not None:
+            body["host"] = reading
+        self._unanswered = (body, (last_sample, last_xid, node_seq))
         return self._unanswered
 
-    def _forget(self, last_seq: tuple[int, int]) -> None:
+    def _forget(self, last_seq: tuple[int, int, int]) -> None:
         self._unanswered = None
-        last_sample, last_xid = last_seq
+        last_sample, last_xid, node_seq = last_seq
         with self._lock:
+            if self._node_reading is not None and self._node_reading[0] <= node_seq:
+                self._node_reading = None
             while self._samples and self._samples[0][0] <= last_sample:
                 self._samples.popleft()
             while self._xids and self._xids[0][0] <= last_xid:

@@ -10,7 +10,7 @@ Prints submissions/s and p50/p99 latency of both for each server, side by side:
   (every synchronous view of a process on its one thread).
 
     python bench/api_submit.py [--server both|gunicorn|uvicorn] [--clients 16] [--seconds 30]
-                               [--workers 2] [--threads 8] [--json]
+                               [--workers 2] [--threads 8] [--database portal_bench] [--json]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust), as on the development machines.
 Everything it talks to is on 127.0.0.1, and the run stops by itself.
@@ -46,13 +46,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _env() -> dict[str, str]:
-    return environment(DATABASE, THROTTLE_TOKEN="1000000/min")
+def _env(database: str) -> dict[str, str]:
+    return environment(database, THROTTLE_TOKEN="1000000/min")
 
 
-def _prepare(clients: int) -> list[str]:
+def _prepare(clients: int, database: str) -> list[str]:
     """Fresh database, migrated, with a team, a quota, and one user + token per client."""
-    fresh_database(DATABASE, _env())
+    fresh_database(database, _env(database))
     manage = [sys.executable, str(ROOT / "manage.py")]
     script = f"""
 from decimal import Decimal
@@ -73,7 +73,7 @@ for i in range({clients}):
     out = subprocess.run(
         [*manage, "shell", "-c", script],
         check=True,
-        env=_env(),
+        env=_env(database),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -171,7 +171,7 @@ def _command(server: str) -> list[str]:
 
 
 def _server_env(port: int, args: argparse.Namespace) -> dict[str, str]:
-    return _env() | {
+    return _env(args.database) | {
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "HOST": "127.0.0.1",
         "PORT": str(port),
@@ -182,7 +182,7 @@ def _server_env(port: int, args: argparse.Namespace) -> dict[str, str]:
 
 def measure(server: str, args: argparse.Namespace) -> dict[str, float]:
     """One server's figures, on a database of its own."""
-    tokens = _prepare(args.clients)
+    tokens = _prepare(args.clients, args.database)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(_command(server), env=_server_env(port, args), cwd=ROOT)
@@ -222,6 +222,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument(
+        "--database", default=DATABASE, help="its name (dropped and made again for each server)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     servers = SERVERS if args.server == "both" else (args.server,)

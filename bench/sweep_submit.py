@@ -94,8 +94,7 @@ def _sweeps(base: str, token: str, count: int, members: int) -> list[float]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, float]:
-    api_submit.DATABASE = DATABASE  # its `_env` and `_prepare` read it
-    tokens = api_submit._prepare(args.clients)
+    tokens = api_submit._prepare(args.clients, DATABASE)
     port = api_submit._free_port()
     base = f"http://127.0.0.1:{port}"
     command = [
@@ -103,7 +102,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         *("--bind", f"127.0.0.1:{port}", "--workers", str(args.workers)),
         *("--worker-class", "gthread", "--threads", str(args.threads), "--log-level", "warning"),
     ]
-    process = subprocess.Popen(command, env=api_submit._env(), cwd=ROOT)
+    process = subprocess.Popen(command, env=api_submit._env(DATABASE), cwd=ROOT)
     try:
         api_submit._wait_up(base, process)
         _sweeps(base, tokens[0], 1, args.members)  # warm-up: each worker's first request

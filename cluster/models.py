@@ -31,6 +31,9 @@ class Node(models.Model):
     cordon_reason = models.CharField(max_length=255, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     agent_token_hash = models.CharField(max_length=64, blank=True)
+    driver_version = models.CharField(
+        max_length=80, blank=True, help_text="The NVIDIA driver its agent last reported."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

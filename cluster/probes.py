@@ -16,6 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
+from django.contrib.contenttypes.models import ContentType
 from django.db import DatabaseError, connection
 
 if TYPE_CHECKING:
@@ -54,9 +55,7 @@ def _database() -> bool:
     """One query on this thread's own connection, given back at once (probes come from a
     thread of the probe server, not the controller's)."""
     try:
-        connection.ensure_connection()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        ContentType.objects.exists()  # any query: a stale connection fails it
         return True
     except DatabaseError as exc:
         log.warning("readiness: database: %s", exc)

@@ -16,8 +16,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, Q, Sum, Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.utils import timezone
 
 from cluster.models import Node
 from jobs.models import HOLDING_STATES, Job, State
@@ -33,6 +34,7 @@ from scheduler import (
     TeamInfo,
 )
 from scheduler import MemberCap as CapInfo
+from scheduler.history import WINDOW, RuntimeHistory
 from scheduler.queue import QueueIndex
 from tenants.models import Team
 
@@ -54,7 +56,8 @@ _REQUEST = (
     "max_runtime",
     "queue__priority",
     "queue__preemptible",
-    "attempts",
+    "image",
+    "attempts",  # last: `_holding` reads it by position
 )
 _RUNNING = ("started_at", "admitted_at", "placement", "grace_until", "preempted_for_id")
 
@@ -63,7 +66,7 @@ def _request(row: tuple[Any, ...], stops: int | None = None) -> JobRequest:
     """A job's request; `stops`: times it was stopped and queued again (by default, a queued
     job's admissions so far: each of them ended in a stop)."""
     job_id, team, member, gpu_type, nodes, gpus, submitted, max_runtime, *rest = row
-    priority, preemptible, attempts = rest
+    priority, preemptible, image, attempts = rest
     return JobRequest(
         id=job_id,
         team=team,
@@ -75,8 +78,48 @@ def _request(row: tuple[Any, ...], stops: int | None = None) -> JobRequest:
         runtime_limit_s=float(max_runtime),
         priority=priority,
         preemptible=preemptible,
+        image=image,
         restarts=attempts if stops is None else stops,
     )
+
+
+LEARNT_FROM_S = 30 * 24 * 3600.0
+"""Runtimes are learnt from the jobs submitted this far back that succeeded."""
+
+
+def learnt_runtimes(now: datetime) -> RuntimeHistory:
+    """What `scheduler.history` learns from the jobs that succeeded, in one query.
+
+    Only a succeeded job ran as long as it needed (a failed or cancelled one was cut short),
+    and its `started_at` is that of its last attempt (a requeue clears it). Only the newest
+    `WINDOW` runs of each member, image and size are read: the history keeps no more of the
+    narrowest key, and the newest of a wider key are among the newest of its narrower ones.
+    Bounded by submission, not by end, so that the (state, submitted_at) index serves it.
+    """
+    key = ("owner_id", "image", "nodes", "gpus_per_node")
+    rows = (
+        Job.unscoped.filter(
+            state=State.SUCCEEDED,
+            submitted_at__gte=now - timedelta(seconds=LEARNT_FROM_S),
+            started_at__isnull=False,
+            finished_at__isnull=False,
+        )
+        .annotate(
+            newest=Window(
+                RowNumber(), partition_by=[F(k) for k in key], order_by=F("finished_at").desc()
+            )
+        )
+        .filter(newest__lte=WINDOW)
+        .order_by("finished_at", "id")
+        .values_list(
+            "owner__username", "image", "nodes", "gpus_per_node", "started_at", "finished_at"
+        )
+    )
+    history = RuntimeHistory()
+    for member, image, nodes, gpus, started, finished in rows:
+        assert started is not None and finished is not None  # filtered above
+        history.record_run(member, image, nodes, gpus, (finished - started).total_seconds())
+    return history
 
 
 RECENT_IDS = 1000
@@ -138,7 +181,8 @@ class QueuedRequests:
     had the next cycle read every queued id). Where the checksum disagrees with what is kept,
     every queued id is read as before.
     Everything is read afresh every REFRESH_S of `clock` (the controller's), so a renamed owner
-    or team shows within that time.
+    or team shows within that time; so are the runtimes learnt from finished jobs
+    (`learnt_runtimes`, one query), which set each request's expected runtime (`runtimes`).
     """
 
     REFRESH_S = 60.0
@@ -150,13 +194,22 @@ class QueuedRequests:
         self._checksum = _Checksum()
         self._queues: dict[int, tuple[int, bool]] = {}
         self.index = QueueIndex()
-        self._read_at = -math.inf
+        self._read_at = self._learnt_at = -math.inf
         self._returned: set[int] = set()
+        self._history = RuntimeHistory()
+
+    def runtimes(self) -> RuntimeHistory:
+        """The runtimes learnt from finished jobs, read again every REFRESH_S; the requests kept
+        are read again at the next `current()`, so that they carry the new predictions."""
+        if self.clock() - self._learnt_at >= self.REFRESH_S:
+            self._history, self._learnt_at = learnt_runtimes(timezone.now()), self.clock()
+        return self._history
 
     def current(self) -> list[JobRequest]:
         """The queued jobs' requests, in id order; `index` holds the same."""
-        if self.clock() - self._read_at >= self.REFRESH_S:
+        if self.clock() - self._read_at >= self.REFRESH_S or self._learnt_at > self._read_at:
             self._known, self._checksum, self.index = {}, _Checksum(), QueueIndex()
+            self.runtimes()
             self._read_at = self.clock()
         queues = {
             queue_id: (priority, preemptible)
@@ -229,18 +282,20 @@ class QueuedRequests:
     def _read(self, job_ids: set[int]) -> None:
         wanted = sorted(job_ids)
         out_of_order = bool(wanted and self._known and wanted[0] < next(reversed(self._known)))
+        history = self._history
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start : start + 1000]
             rows = Job.unscoped.filter(pk__in=chunk, state=State.QUEUED).values_list(*_REQUEST)
             for row in sorted(rows):
-                request = self._known[row[0]] = _request(row)
+                request = self._known[row[0]] = history.predicted(_request(row))
                 self.index.add(request)
                 self._checksum.add(row[0])
         if out_of_order:  # a job queued again, or a submission that committed late
             self._known = dict(sorted(self._known.items()))
 
 
-def _holding() -> list[RunningJob]:
+def _holding(history: RuntimeHistory) -> list[RunningJob]:
+    """The jobs holding GPUs, their runtimes predicted from `history` as the queued ones'."""
     rows = (
         Job.unscoped.filter(state__in=HOLDING_STATES)
         .order_by("id")
@@ -253,7 +308,7 @@ def _holding() -> list[RunningJob]:
         running.append(
             RunningJob(
                 # Running its latest attempt: the ones before it were stopped.
-                job=_request(row[: len(_REQUEST)], stops=max(0, attempts - 1)),
+                job=history.predicted(_request(row[: len(_REQUEST)], stops=max(0, attempts - 1))),
                 start_time=_ts(started or admitted),
                 placement=tuple(sorted((node, int(gpus)) for node, gpus in placement.items())),
                 grace_until=_ts(grace_until) if grace_until else None,
@@ -406,11 +461,12 @@ def build_snapshot(
     queued: QueuedRequests | None = None,
     policy: PolicyTables | None = None,
 ) -> Snapshot:
-    holding = _holding()
+    queued = queued or QueuedRequests()
+    holding = _holding(queued.runtimes())
     teams, quotas, caps = (policy or PolicyTables()).current()
     return Snapshot(
         now=now.timestamp(),
-        queued=tuple(within_max_parallel(queued or QueuedRequests())),
+        queued=tuple(within_max_parallel(queued)),
         running=tuple(holding),
         nodes=_nodes(holding),
         teams=teams,

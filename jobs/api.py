@@ -15,11 +15,17 @@ from rest_framework.response import Response
 from base.auth import signed_in
 from jobs.access import access_job
 from jobs.actions import cancel_job, clone_job, submit_job
+from jobs.limits import sole_team
 from jobs.models import SPEC_BODIES, Job, State
-from jobs.serializers import JobDetailSerializer, JobSerializer, JobSummarySerializer
+from jobs.serializers import (
+    JobDetailSerializer,
+    JobSerializer,
+    JobSummarySerializer,
+    shown_job,
+)
 from jobs.spec import SpecError, parse_spec
 from tenants.access import access_team
-from tenants.models import Membership, Team
+from tenants.models import Team
 from tenants.viewsets import TenantViewSet
 
 
@@ -27,10 +33,10 @@ def team_for_submission(user: Any, slug: str | None) -> Team:
     """The spec's team, or the submitter's only team when the spec names none."""
     if slug is not None:
         return access_team(user, slug)
-    mine = list(Membership.unscoped.filter(user=user).select_related("team")[:2])
-    if len(mine) != 1:
+    team = sole_team(user)
+    if team is None:
         raise SpecError({"team": "is required unless you belong to exactly one team"})
-    return mine[0].team
+    return team
 
 
 @extend_schema(
@@ -72,14 +78,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
         spec = parse_spec(request.data)
         team = team_for_submission(request.user, spec.team)
         job = submit_job(team, spec, acting_user=signed_in(request))
-        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(shown_job(job), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         job = access_job(request.user, pk, write=True)
         job = cancel_job(job, acting_user=signed_in(request))
-        return Response(JobSerializer(job).data)
+        return Response(shown_job(job))
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JobSerializer})
     @action(detail=True, methods=["post"])
@@ -87,4 +93,4 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
         job = access_job(request.user, pk, write=True)
         name = request.data.get("name") if isinstance(request.data, dict) else None
         clone = clone_job(job, acting_user=signed_in(request), name=name)
-        return Response(JobSerializer(clone).data, status=status.HTTP_201_CREATED)
+        return Response(shown_job(clone), status=status.HTTP_201_CREATED)

@@ -10,7 +10,8 @@ compiling the queries, on every submission. The end-to-end replay submits 385 jo
 two cores, where that difference decides whether the submitters keep up.
 
 The statement names its tables and columns through the models' `_meta` (public API), so a
-renamed model or field changes it with them; `tests/jobs/test_limits.py` is its canary.
+renamed model or field changes it with them (base/rows.py); `tests/jobs/test_limits.py` is its
+canary.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from django.db import connection
-from django.db.models import Field
 
+from base.rows import Columns, column, table
 from quotas.models import GpuType, MemberCap, Queue, Quota
 from tenants.models import Membership, Team
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-    from django.db.models import Model
 
 GPU_FIELDS = ("id", "name", "gpus_per_node", "node_cpu_millis", "node_memory_bytes")
 QUEUE_FIELDS = ("id", "name", "priority", "preemptible", "max_runtime")
@@ -44,37 +44,27 @@ class Limits:
     queues: dict[str, Queue]
 
 
-def _table(model: type[Model]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def _column(model: type[Model], name: str, alias: str) -> str:
-    field = model._meta.get_field(name)
-    assert isinstance(field, Field) and field.column, f"{model.__name__}.{name} has no column"
-    return f"{alias}.{connection.ops.quote_name(field.column)}"
-
-
 @cache
 def _statement() -> str:
-    gpu = ", ".join(_column(GpuType, f, "gpu") for f in GPU_FIELDS)
-    queue = ", ".join(_column(Queue, f, "queue") for f in QUEUE_FIELDS)
-    team_id = _column(Team, "id", "team")
+    gpu = ", ".join(column(GpuType, f, "gpu") for f in GPU_FIELDS)
+    queue = ", ".join(column(Queue, f, "queue") for f in QUEUE_FIELDS)
+    team_id = column(Team, "id", "team")
     return f"""
-SELECT {_column(Membership, "id", "member")}, {_column(MemberCap, "max_gpus", "cap")},
-       {_column(Quota, "limit", "quota")}, {gpu}, {queue}
-FROM {_table(Team)} team
-LEFT JOIN {_table(Membership)} member
-       ON {_column(Membership, "team", "member")} = {team_id}
-      AND {_column(Membership, "user", "member")} = %s
-LEFT JOIN {_table(MemberCap)} cap
-       ON {_column(MemberCap, "team", "cap")} = {team_id}
-      AND {_column(MemberCap, "user", "cap")} = %s
-LEFT JOIN {_table(GpuType)} gpu ON {_column(GpuType, "name", "gpu")} = %s
-LEFT JOIN {_table(Quota)} quota
-       ON {_column(Quota, "team", "quota")} = {team_id}
-      AND {_column(Quota, "gpu_type", "quota")} = {_column(GpuType, "id", "gpu")}
-      AND {_column(Quota, "limit", "quota")} > 0
-LEFT JOIN {_table(Queue)} queue ON {_column(Queue, "team", "queue")} = {team_id}
+SELECT {column(Membership, "id", "member")}, {column(MemberCap, "max_gpus", "cap")},
+       {column(Quota, "limit", "quota")}, {gpu}, {queue}
+FROM {table(Team)} team
+LEFT JOIN {table(Membership)} member
+       ON {column(Membership, "team", "member")} = {team_id}
+      AND {column(Membership, "user", "member")} = %s
+LEFT JOIN {table(MemberCap)} cap
+       ON {column(MemberCap, "team", "cap")} = {team_id}
+      AND {column(MemberCap, "user", "cap")} = %s
+LEFT JOIN {table(GpuType)} gpu ON {column(GpuType, "name", "gpu")} = %s
+LEFT JOIN {table(Quota)} quota
+       ON {column(Quota, "team", "quota")} = {team_id}
+      AND {column(Quota, "gpu_type", "quota")} = {column(GpuType, "id", "gpu")}
+      AND {column(Quota, "limit", "quota")} > 0
+LEFT JOIN {table(Queue)} queue ON {column(Queue, "team", "queue")} = {team_id}
 WHERE {team_id} = %s
 """
 
@@ -99,3 +89,28 @@ def read_limits(team: Team, user: User, gpu_type: str) -> Limits | None:
             queue.team = team
             queues[queue.name] = queue
     return Limits(member is not None, cap, gpu, limit, queues)
+
+
+_TEAM = Columns(Team, "team")
+
+
+@cache
+def _teams_of() -> str:
+    team_id = column(Team, "pk", _TEAM.alias)
+    return f"""
+SELECT {_TEAM.select()}
+FROM {table(Membership)} member
+JOIN {table(Team)} {_TEAM.alias} ON {team_id} = {column(Membership, "team", "member")}
+WHERE {column(Membership, "user", "member")} = %s
+LIMIT 2
+"""
+
+
+def sole_team(user: User) -> Team | None:
+    """The one team `user` belongs to; None if they belong to none or to several. A spec that
+    names no team goes to it: read by the same kind of statement as the limits, for the same
+    reason."""
+    with connection.cursor() as cursor:
+        cursor.execute(_teams_of(), [user.pk])
+        rows = cursor.fetchall()
+    return _TEAM.instance(rows[0]) if len(rows) == 1 else None

@@ -28,7 +28,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 
 from audit.models import AuditEvent, AuditHead
@@ -79,8 +79,9 @@ def _fields(model: type[Model], skip: str | None = None) -> list[Field[Any, Any]
 
 
 def _values(instance: Model, skip: str | None = None) -> list[Any]:
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy, which looks the connection up each use
     return [
-        field.get_db_prep_save(field.pre_save(instance, True), connection)
+        field.get_db_prep_save(field.pre_save(instance, True), db)
         for field in _fields(type(instance), skip)
     ]
 

@@ -11,6 +11,8 @@
 | nvlink-down       | NVLink `link` inactive, Xid 74                                          |
 | nvlink-errors     | 100 more CRC flit errors (and replays) on the GPU's links, no Xid        |
 | node-notready     | the node goes NotReady (see nodelifecycle)                              |
+| driver-drift      | the node's NVML reports an older driver (DRIFTED_DRIVER) than the fleet  |
+| ib-port-down      | InfiniBand port `link` (0-based) DOWN/Polling, its link_downed +1       |
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kubesim.nvml.gpu import NodeGpus, SimGpu
+from kubesim.ib import set_port_down
+from kubesim.nvml.gpu import DRIVER_VERSION, NodeGpus, SimGpu
 from kubesim.resources import NODE
 from kubesim.sim import Simulation
 
@@ -33,8 +36,14 @@ KINDS = (
     "nvlink-down",
     "nvlink-errors",
     "node-notready",
+    "driver-drift",
+    "ib-port-down",
 )
 XID_FOR = {"gpu-lost": 79, "ecc-dbe": 48, "nvlink-down": 74}
+NODE_HARDWARE = frozenset({"driver-drift", "ib-port-down"})
+"""Faults of the node's driver or fabric rather than of one GPU."""
+DRIFTED_DRIVER = "550.54.15"
+"""What a node left behind by a driver roll-out runs."""
 
 
 @dataclass
@@ -76,6 +85,8 @@ class FaultInjector:
         fault = Fault(next(self._ids), kind, node, gpu, xid or XID_FOR.get(kind, 0), link)
         if kind == "node-notready":
             self.sim.lifecycle.set_not_ready(node)
+        elif kind in NODE_HARDWARE:
+            self._apply_node(fault, on=True)
         else:
             self._apply_gpu(fault, on=True)
         if kind != "xid":
@@ -105,6 +116,16 @@ class FaultInjector:
         if fault.kind == "gpu-lost":
             self._sync_allocatable(fault.node, gpus)
 
+    def _apply_node(self, fault: Fault, on: bool) -> None:
+        gpus = self.sim.gpus.get(fault.node)
+        if gpus is None:
+            raise ValueError(f"node: {fault.node!r} has no GPUs")
+        if fault.kind == "ib-port-down":
+            set_port_down(gpus, fault.link, on)
+        else:
+            with gpus.lock:
+                gpus.driver = DRIFTED_DRIVER if on else DRIVER_VERSION
+
     def _sync_allocatable(self, node: str, gpus: NodeGpus) -> None:
         stored = self.sim.store.get(NODE.key, "", node)
         if stored is None:
@@ -124,6 +145,8 @@ class FaultInjector:
             del self.active[fault.id]
             if fault.kind == "node-notready":
                 self.sim.lifecycle.set_ready(fault.node)
+            elif fault.kind in NODE_HARDWARE:
+                self._apply_node(fault, on=False)
             else:
                 self._apply_gpu(fault, on=False)
         return chosen

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from base.streams import CLUSTER_GROUP, GpuReading, Outgoing, job_group
+from cluster.models import Node
 from monitoring import hot, rollups, schema
 from monitoring.gpu_owners import (
     JobRef,
@@ -217,6 +218,7 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
         batches, batch_owners([(a.node, a.batch.gpus) for a in batches], reads), reads
     )
     previous = hot.of_nodes(wanted, reads)
+    before = hot.hosts(wanted, reads)
     acc = _fold(batches, owners, previous)
     identified = any(a.batch.seq is not None for a in batches)
     with (
@@ -229,8 +231,10 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
             acc = _fold(batches, owners, previous)
         rollups.add(_minute_rows(acc, ids), _job_rows(acc))  # alone: atomic by itself
         xids = [store_xids(a.node_id, a.node, ids[a.node_id], a.batch.xids) for a in batches]
+        readings = _node_readings(batches)
+        _record_drivers(readings, before)
     try:
-        hot.store(_hot_samples(batches, owners, acc, previous))
+        hot.store(_hot_samples(batches, owners, acc, previous), readings)
     except Exception:  # committed: an error now would have the agents post it all again
         log.exception("keeping the newest samples of %s batches failed", len(batches))
     stored = iter(
@@ -240,6 +244,27 @@ def ingest_batches(batches: Sequence[Accepted], reads: Prefetched | None = None)
         ]
     )
     return [next(stored) if new else [] for new in fresh]
+
+
+def _node_readings(batches: Sequence[Accepted]) -> dict[int, dict[str, Any]]:
+    """Each node's newest node-level reading among these batches."""
+    newest: dict[int, dict[str, Any]] = {}
+    for a in batches:
+        host = a.batch.host
+        if host is not None and host["at"] >= newest.get(a.node_id, {}).get("at", -1.0):
+            newest[a.node_id] = host
+    return newest
+
+
+def _record_drivers(readings: dict[int, dict[str, Any]], before: dict[int, dict[str, Any]]) -> None:
+    """Keep on the node the driver its agent reports, when it differs from the last reading
+    (so a steady driver costs no query)."""
+    for node_id, reading in readings.items():
+        driver = reading.get(schema.DRIVER)
+        if driver and driver != before.get(node_id, {}).get(schema.DRIVER):
+            Node.objects.filter(pk=node_id).exclude(driver_version=driver).update(
+                driver_version=driver
+            )
 
 
 def _fold(
@@ -324,10 +349,12 @@ def _on_node(posted: Accepted, owned: dict[int, JobRef], here: set[JobRef]) -> d
 
 
 def node_keys(nodes: Iterable[tuple[int, str]]) -> set[str]:
-    """What ingestion reads of nodes (id, name) in the cache: GPU rows, owners, samples."""
+    """What ingestion reads of nodes (id, name) in the cache: GPU rows, owners, samples, the
+    node-level reading."""
     keys: set[str] = set()
     for node_id, name in nodes:
         keys |= {gpu_ids_key(node_id), owners_key(name), hot.key(node_id)}
+        keys.add(hot.host_key(node_id))
     return keys
 
 

@@ -1,9 +1,9 @@
 """The checks of a health inspection: what the portal holds of one node in, verdicts out.
 
 Plain data, no database: `monitoring.inspections` gathers the facts (the node's record, its
-agent's latest samples, the figures of the previous inspection) and stores the findings. A
-check with nothing to judge (no fresh sample, no NVLink, no driver label) finds nothing: the
-heartbeat check already fails a node whose agent is silent.
+agent's latest samples and node-level reading, the figures of the previous inspection) and
+stores the findings. A check with nothing to judge (no fresh sample, no NVLink, no InfiniBand,
+no driver reported) finds nothing: the heartbeat check already fails a node whose agent is silent.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ TEMP = "DCGM_FI_DEV_GPU_TEMP"
 THROTTLE_REASONS = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
 NVLINK_UP = "PORTAL_NVLINK_LINKS_UP"
 NVLINK_DOWN = "PORTAL_NVLINK_LINKS_DOWN"
+IB_UP = "PORTAL_IB_PORTS_UP"
+IB_DOWN = "PORTAL_IB_PORTS_DOWN"
+IB_DOWN_PORTS = "ib_down"
 # NVML clocks-event reasons. The hardware ones (slowdown, thermal, power brake) are a fault of
 # the node's cooling or power; the software ones (power cap, thermal) its driver's caution.
 HW_THROTTLE = 0x8 | 0x40 | 0x80
@@ -60,7 +63,10 @@ class NodeFacts:
     """Indices of GPUs the fault loop took out of service (unhealthy)."""
     samples: dict[int, dict[str, Any]] = field(default_factory=dict)
     """GPU index → its latest sample (`monitoring.hot`)."""
+    host: dict[str, Any] = field(default_factory=dict)
+    """The agent's latest node-level reading (`monitoring.hot.hosts`): driver, InfiniBand."""
     driver: str = ""
+    """What the agent reports, else what GPU Feature Discovery's labels say; "" if neither."""
     previous: dict[str, float | None] = field(default_factory=dict)
     """Check → its figure in the previous inspection of this node."""
 
@@ -244,6 +250,19 @@ def nvlink(facts: NodeFacts, fleet: Fleet) -> Finding | None:
     return Finding("nvlink", OK, 0, _("all %(up)d NVLink links up") % {"up": up})
 
 
+def infiniband(facts: NodeFacts, fleet: Fleet) -> Finding | None:
+    host = facts.host
+    if not isinstance(host.get(IB_DOWN), int) or fleet.now - host.get("at", 0) > SILENT_FAIL_S:
+        return None  # no InfiniBand on this node, or no fresh word of it
+    down, up = host[IB_DOWN], host.get(IB_UP, 0)
+    if down:
+        detail = _("%(count)d of %(total)d InfiniBand ports down: %(ports)s")
+        ports = ", ".join(host.get(IB_DOWN_PORTS) or ()) or "-"
+        values = {"count": down, "total": down + up, "ports": ports}
+        return Finding("infiniband", FAIL, down, detail % values)
+    return Finding("infiniband", OK, 0, _("all %(up)d InfiniBand ports up") % {"up": up})
+
+
 def driver(facts: NodeFacts, fleet: Fleet) -> Finding | None:
     if not facts.driver or not fleet.driver:
         return None
@@ -265,6 +284,7 @@ CHECKS: tuple[Check, ...] = (
     temperature,
     throttling,
     nvlink,
+    infiniband,
     driver,
 )
 

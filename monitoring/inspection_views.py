@@ -30,6 +30,7 @@ CHECK_LABELS = {
     "temperature": gettext_lazy("Temperature"),
     "throttling": gettext_lazy("Throttling"),
     "nvlink": gettext_lazy("NVLink"),
+    "infiniband": gettext_lazy("InfiniBand"),
     "driver": gettext_lazy("Driver"),
 }
 SEVERITY = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.OK: 2}

@@ -107,6 +107,7 @@ def _latest_finished() -> InspectionRun | None:
 
 def _facts(nodes: list[Node], previous: InspectionRun | None) -> dict[int, NodeFacts]:
     samples = hot.of_nodes(node.pk for node in nodes)
+    hosts = hot.hosts(node.pk for node in nodes)
     out_of_service: dict[int, list[int]] = defaultdict(list)
     for node_id, index in Gpu.objects.filter(healthy=False).values_list("node_id", "index"):
         out_of_service[node_id].append(index)
@@ -124,7 +125,8 @@ def _facts(nodes: list[Node], previous: InspectionRun | None) -> dict[int, NodeF
             has_agent=bool(node.agent_token_hash),
             out_of_service=sorted(out_of_service[node.pk]),
             samples=samples.get(node.pk, {}),
-            driver=driver_version(node.labels or {}),
+            host=hosts.get(node.pk, {}),
+            driver=node.driver_version or driver_version(node.labels or {}),
             previous=figures[node.pk],
         )
         for node in nodes

@@ -1,7 +1,9 @@
 """The agent's batch, field by field: what each value must be, and the message when it is not.
 
 Field names are DCGM-exporter's (agent/fields.py documents units); the portal does not import
-the agent, so the names are listed here again and tests/monitoring checks the two agree.
+the agent, so the names are listed here again and tests/monitoring checks the two agree. A batch
+may carry one node-level reading (`host`): the node's driver and its InfiniBand ports, whose
+fields (agent/ib.py) DCGM does not name.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ METRICS: dict[str, Bound] = {
     GPU_UTIL: PERCENT,
     "DCGM_FI_DEV_MEM_COPY_UTIL": PERCENT,
     SM_ACTIVE: Bound(0, 1),
+    "DCGM_FI_PROF_SM_OCCUPANCY": Bound(0, 1),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": Bound(0, 1),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": Bound(0, 1),
+    "DCGM_FI_PROF_DRAM_ACTIVE": Bound(0, 1),
     FB_USED: MIB,
     "DCGM_FI_DEV_FB_FREE": MIB,
     FB_TOTAL: MIB,
@@ -73,6 +79,25 @@ METRICS: dict[str, Bound] = {
     "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": COUNT,
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": COUNT,
 }
+IB_PORTS_UP = "PORTAL_IB_PORTS_UP"
+IB_PORTS_DOWN = "PORTAL_IB_PORTS_DOWN"
+IB_DOWN_PORTS = "ib_down"
+"""The node-level reading's list of its InfiniBand ports not ACTIVE, each "device/port"."""
+MAX_IB_PORTS = 64
+IB_PORT_LENGTH = 64 + 1 + 3  # an RDMA device name (IB_DEVICE_NAME_MAX), "/", a port number
+IB_PORTS = Bound(0, MAX_IB_PORTS, integer=True)
+NODE_METRICS: dict[str, Bound] = {
+    IB_PORTS_UP: IB_PORTS,
+    IB_PORTS_DOWN: IB_PORTS,
+    "PORTAL_IB_RATE_GBPS": Bound(0, 10_000),
+    "PORTAL_IB_RCV_BYTES": COUNT,
+    "PORTAL_IB_XMIT_BYTES": COUNT,
+    "PORTAL_IB_SYMBOL_ERRORS": COUNT,
+    "PORTAL_IB_LINK_DOWNED": COUNT,
+    "PORTAL_IB_RCV_ERRORS": COUNT,
+}
+DRIVER = "driver"
+DRIVER_LENGTH = 80  # NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 INDEX = Bound(0, MAX_GPU_INDEX, integer=True)
 BOOT_LENGTH = 64  # the agent's start: a batch's identity is (node, boot, seq)
 SEQ = Bound(1, COUNTER_MAX, integer=True)

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from monitoring.schema import (
     BOOT_LENGTH,
+    DRIVER,
+    DRIVER_LENGTH,
+    IB_DOWN_PORTS,
+    IB_PORT_LENGTH,
     INDEX,
     INTERVAL,
     MAX_AGE_SECONDS,
     MAX_AHEAD_SECONDS,
     MAX_GPU_SAMPLES,
+    MAX_IB_PORTS,
     MAX_XIDS,
     METRICS,
+    NODE_METRICS,
     POD_LENGTH,
     SEQ,
     XID,
@@ -36,6 +43,8 @@ class Batch:
     """The agent's start; with `seq`, the batch's identity on its node (None: an agent that
     sends none, whose resends cannot be told apart)."""
     seq: int | None = None
+    host: dict[str, Any] | None = None
+    """The node-level reading (driver, InfiniBand), as checked; None when the batch has none."""
 
 
 def _number_ok(value: Any, bound: Bound) -> bool:
@@ -53,6 +62,10 @@ GPU_FIELDS = {"index": INDEX, **METRICS}
 GPU_TEXTS = {"uuid": 64, "pod": POD_LENGTH}
 XID_FIELDS = {"index": INDEX, "xid": XID}
 XID_TEXTS = {"uuid": 64}
+# The node-level reading's list of ports is bounded as one text: every name quoted, with ", ".
+HOST_TEXTS = {DRIVER: DRIVER_LENGTH, IB_DOWN_PORTS: MAX_IB_PORTS * (IB_PORT_LENGTH + 4)}
+DRIVER_VERSION = re.compile(r"[0-9A-Za-z._-]+")
+IB_PORT_NAME = re.compile(r"[0-9A-Za-z._-]+/[0-9]{1,3}")
 
 # The longest a bounded number is written in JSON: repr(-1.7976931348623157e+308).
 NUMBER_CHARS = 24
@@ -74,14 +87,30 @@ MAX_BODY_BYTES = (
     1024  # the envelope: node, interval, the lists' brackets
     + MAX_GPU_SAMPLES * (_entry_bytes(GPU_FIELDS, GPU_TEXTS) + 2)
     + MAX_XIDS * (_entry_bytes(XID_FIELDS, XID_TEXTS) + 2)
+    + _entry_bytes(NODE_METRICS, HOST_TEXTS)
 )
 
 
 def _text_problem(key: str, value: Any, length: int) -> str | None:
+    if key == IB_DOWN_PORTS:
+        return _ports_problem(value)
     if not isinstance(value, str) or len(value) > length:
         return f"must be a string of at most {length} characters"
     if key == "pod" and value and value.count("/") != 1:
         return 'must be "namespace/name", or "" for a GPU no pod holds'
+    if key == DRIVER and not DRIVER_VERSION.fullmatch(value):
+        return 'must be a driver version such as "570.86.15" (letters, digits, ".", "-", "_")'
+    return None
+
+
+def _ports_problem(value: Any) -> str | None:
+    if not isinstance(value, list) or len(value) > MAX_IB_PORTS:
+        return f"must be a list of at most {MAX_IB_PORTS} port names"
+    for name in value:
+        if not (
+            isinstance(name, str) and len(name) <= IB_PORT_LENGTH and IB_PORT_NAME.fullmatch(name)
+        ):
+            return f'must list ports as "device/port" of at most {IB_PORT_LENGTH} characters'
     return None
 
 
@@ -92,6 +121,7 @@ def _check_entry(
     texts: dict[str, int],
     when: Bound,
     errors: Errors,
+    required: tuple[str, ...] = ("index", "at"),
 ) -> None:
     if not isinstance(entry, dict):
         errors[where] = ["must be an object"]
@@ -108,9 +138,9 @@ def _check_entry(
                 errors[f"{where}.{key}"] = [problem]
         else:
             errors[f"{where}.{key}"] = ["unknown field"]
-    for required in ("index", "at"):
-        if required not in entry:
-            errors[f"{where}.{required}"] = ["this field is required"]
+    for name in required:
+        if name not in entry:
+            errors[f"{where}.{name}"] = ["this field is required"]
 
 
 def _check_list(data: dict[str, Any], key: str, limit: int, errors: Errors) -> list[Any]:
@@ -143,20 +173,26 @@ def validate_batch(data: Any, now: float | None = None) -> tuple[Batch | None, E
         _check_entry(entry, f"xids[{i}]", XID_FIELDS, XID_TEXTS, when, errors)
         if isinstance(entry, dict) and "xid" not in entry:
             errors[f"xids[{i}].xid"] = ["this field is required"]
+    if "host" in data:
+        _check_entry(data["host"], "host", NODE_METRICS, HOST_TEXTS, when, errors, ("at",))
     _check_identity(data, errors)
-    for key in set(data) - {"node", "boot", "seq", "interval", "gpus", "xids"}:
+    for key in set(data) - {"node", "boot", "seq", "interval", "gpus", "xids", "host"}:
         errors[key] = ["unknown field"]
     if errors:
         return None, errors
     by_time = sorted(gpus, key=lambda g: g["at"])
     xids_by_time = sorted(xids, key=lambda x: x["at"])
     seq = int(data["seq"]) if "seq" in data else None
-    return (
-        Batch(
-            data.get("node"), float(data["interval"]), by_time, xids_by_time, data.get("boot"), seq
-        ),
-        {},
+    batch = Batch(
+        data.get("node"),
+        float(data["interval"]),
+        by_time,
+        xids_by_time,
+        data.get("boot"),
+        seq,
+        data.get("host"),
     )
+    return batch, {}
 
 
 def _check_identity(data: dict[str, Any], errors: Errors) -> None:

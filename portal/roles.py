@@ -25,6 +25,7 @@ from cluster.models import Node
 from jobs.actions import submit_job
 from jobs.spec import SpecError, parse_spec
 from kubesim import KubeSim
+from kubesim.ib import IbSysfs
 from monitoring.tokens import rotate_node_token
 from tenants.models import Team
 
@@ -71,7 +72,8 @@ def start_controller(stop: threading.Event) -> threading.Thread:
 def start_agents(
     sim: KubeSim, portal_url: str, stop: threading.Event, interval: float = 5.0
 ) -> None:
-    """Once the controller has listed the nodes, give each an agent on its fake NVML."""
+    """Once the controller has listed the nodes, give each an agent on its fake NVML and its
+    simulated InfiniBand sysfs tree."""
     deadline = time.monotonic() + 60
     while Node.objects.count() == 0 and time.monotonic() < deadline:
         if stop.wait(0.5):  # stopped before any node was listed: rotate no token
@@ -82,6 +84,8 @@ def start_agents(
     libraries = {name: sim.nvml_library(name) for name in tokens}
     kubelets = tempfile.mkdtemp(prefix="kubelets-")  # each node's pod-resources socket
     sockets = {name: sim.pod_resources_socket(name, kubelets) for name in tokens}
+    fabric = IbSysfs(sim.sim.gpus, tempfile.mkdtemp(prefix="infiniband-"))
+    fabric.start(stop)
     run_agents(
         libraries,
         portal_url,
@@ -89,6 +93,7 @@ def start_agents(
         stop,
         interval=interval,
         pod_resources_by_node=sockets,
+        ib_roots_by_node={name: fabric.root(name) for name in tokens},
     )
     close_old_connections()
 

@@ -22,9 +22,9 @@ MIN_SAMPLES = 2
 Key = tuple[str, ...]
 
 
-def _keys(job: JobRequest) -> tuple[Key, ...]:
-    size = f"{job.nodes}x{job.gpus_per_node}"
-    return ((job.member, job.image, size), (job.member, size), (job.member,))
+def _keys(member: str, image: str, nodes: int, gpus_per_node: int) -> tuple[Key, ...]:
+    size = f"{nodes}x{gpus_per_node}"
+    return ((member, image, size), (member, size), (member,))
 
 
 class RuntimeHistory:
@@ -33,11 +33,17 @@ class RuntimeHistory:
 
     def record(self, job: JobRequest, runtime_s: float) -> None:
         """A run of `job` that ended by itself after `runtime_s` (not one cut short)."""
-        for key in _keys(job):
+        self.record_run(job.member, job.image, job.nodes, job.gpus_per_node, runtime_s)
+
+    def record_run(
+        self, member: str, image: str, nodes: int, gpus_per_node: int, runtime_s: float
+    ) -> None:
+        """`record` from a finished job's fields (the controller reads them as rows)."""
+        for key in _keys(member, image, nodes, gpus_per_node):
             self._runs.setdefault(key, deque(maxlen=WINDOW)).append(runtime_s)
 
     def predict(self, job: JobRequest) -> float | None:
-        for key in _keys(job):
+        for key in _keys(job.member, job.image, job.nodes, job.gpus_per_node):
             runs = self._runs.get(key)
             if runs is not None and len(runs) >= MIN_SAMPLES:
                 return min(sum(runs) / len(runs), job.runtime_limit_s)

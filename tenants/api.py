@@ -29,6 +29,7 @@ from tenants.actions import (
     save_team,
     set_role,
 )
+from tenants.me import me
 from tenants.models import ApiToken, Membership, Role, Team
 from tenants.scoping import visible_team_ids
 from tenants.serializers import (
@@ -151,7 +152,7 @@ class MemberViewSet(TenantViewSet):
 class MeView(APIView):
     @extend_schema(responses=MeSerializer)
     def get(self, request: Request) -> Response:
-        return Response(MeSerializer(signed_in(request)).data)
+        return Response(me(signed_in(request)))
 
 
 class TokenView(APIView):

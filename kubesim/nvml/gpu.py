@@ -1,8 +1,9 @@
 """Simulated GPUs whose readings follow the pods placed on them and the faults injected.
 
-Readings are computed from the clock when asked, so they need no background task; energy is
-integrated between reads. Everything is guarded by one lock per node, because NVML is read from
-the agent's threads while the simulation's loop places pods.
+Readings are computed from the clock when asked, so they need no background task; energy and
+SM activity are integrated between reads (GPM's metrics are rates between two samples of such
+counters). Everything is guarded by one lock per node, because NVML is read from the agent's
+threads while the simulation's loop places pods.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from dataclasses import dataclass, field
 
 from kubesim.clock import Clock
 from kubesim.cluster import GpuProduct
+from kubesim.ib import IbPort, node_ports
 
 IDLE_WATTS = 70.0
 CLOCKS_MHZ = {"hopper": (1980, 2619), "ampere": (1410, 1593)}
 """Per family, the SM clock at full boost and the memory clock (an idle SM clocks down)."""
 IDLE_SM_MHZ = 345
 THROTTLED_SM_SHARE = 0.6
+DRIVER_VERSION = "570.86.15"
+GPM_FAMILIES = frozenset({"hopper"})
+"""GPU Performance Monitoring came with Hopper: older GPUs answer NOT_SUPPORTED."""
 
 
 @dataclass
@@ -57,7 +62,9 @@ class SimGpu:
     workload: Workload | None = None
     faults: GpuFaults = field(default_factory=GpuFaults)
     energy_mj: float = 0.0
-    energy_at: float = 0.0
+    busy_s: float = 0.0
+    """Seconds of full utilisation since the simulation began (GPM's activity counters)."""
+    integrated_at: float = 0.0
 
     def utilisation(self, now: float) -> int:
         if self.workload is None:
@@ -90,16 +97,31 @@ class SimGpu:
         watts = IDLE_WATTS + span * self.utilisation(now) / 100
         return int(watts * 1000)
 
+    def integrate(self, now: float) -> None:
+        """Bring the counters up to `now` (before a read, and before the workload changes)."""
+        if now > self.integrated_at:
+            elapsed = now - self.integrated_at
+            self.energy_mj += self.power_mw(now) * elapsed
+            self.busy_s += self.utilisation(now) / 100 * elapsed
+            self.integrated_at = now
+
     def energy(self, now: float) -> int:
         """Total energy in mJ since the simulation began, integrated at each read."""
-        if now > self.energy_at:
-            self.energy_mj += self.power_mw(now) * (now - self.energy_at)
-            self.energy_at = now
+        self.integrate(now)
         return int(self.energy_mj)
+
+    def busy_seconds(self, now: float) -> float:
+        self.integrate(now)
+        return self.busy_s
+
+    @property
+    def has_gpm(self) -> bool:
+        return self.product.family in GPM_FAMILIES
 
 
 class NodeGpus:
-    """The GPUs of one node and its pending Xid events."""
+    """The GPUs of one node, its pending Xid events, and what the node's GPUs come with: the
+    driver NVML reports and the InfiniBand ports beside them (`kubesim.ib`)."""
 
     def __init__(self, node: str, product: GpuProduct, count: int, clock: Clock) -> None:
         self.node = node
@@ -112,10 +134,12 @@ class NodeGpus:
                 i,
                 product,
                 f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{node}/{i}')}",
-                energy_at=start,
+                integrated_at=start,
             )
             for i in range(count)
         ]
+        self.driver = DRIVER_VERSION
+        self.ib_ports: list[IbPort] = node_ports(product.family, start)
         self.xid_events: list[tuple[int, int, float]] = []  # (gpu index, xid, time)
         self.xid_cond = threading.Condition(self.lock)
 
@@ -129,7 +153,7 @@ class NodeGpus:
             free = [g for g in self.gpus if g.workload is None and not g.faults.lost][:count]
             now = self.clock.now()
             for gpu in free:
-                gpu.energy(now)
+                gpu.integrate(now)
                 gpu.workload = Workload(pod_uid, util, now)
             return [g.index for g in free]
 
@@ -138,8 +162,13 @@ class NodeGpus:
             now = self.clock.now()
             for gpu in self.gpus:
                 if gpu.workload is not None and gpu.workload.pod_uid == pod_uid:
-                    gpu.energy(now)
+                    gpu.integrate(now)
                     gpu.workload = None
+
+    def busy_share(self, now: float) -> float:
+        """The node's mean GPU utilisation, 0..1: how hard its jobs drive the fabric."""
+        with self.lock:
+            return sum(g.utilisation(now) for g in self.gpus) / 100 / max(1, len(self.gpus))
 
     def post_xid(self, index: int, xid: int) -> None:
         with self.lock:

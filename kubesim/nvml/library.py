@@ -4,6 +4,8 @@ Each method has the C function's name and signature as pynvml calls it (outputs 
 strings into `create_string_buffer`s, device handles as opaque pointers) and returns an NVML
 return code, so the real pynvml wrappers run unchanged: `agent.nvml.use_library(lib)` plugs it in.
 Readings come from the node's simulated GPUs; a GPU fallen off the bus answers GPU_IS_LOST.
+GPU Performance Monitoring answers on Hopper only, as on real GPUs: a GPM sample keeps the GPU's
+activity counters at the time it was taken, and a metric is their rate between two samples.
 """
 
 from __future__ import annotations
@@ -24,20 +26,24 @@ GPU_IDLE, SW_THERMAL, HW_THERMAL = 0x1, 0x20, 0x40
 CLOCK_SM, CLOCK_MEM = 1, 2
 NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT = 0, 1, 2
 FI_DEV_MEMORY_TEMP, VALUE_TYPE_UNSIGNED_INT = 82, 1
-DRIVER_VERSION = "570.86.15"
 NVLINKS = {"hopper": 18, "ampere": 12}
-# Functions a real datacenter GPU answers NOT_SUPPORTED (no fan on SXM boards; GPM not simulated).
+GPM_VERSION = 1
+GPM_SHARE_OF_BUSY = {
+    1: 1.0,  # GRAPHICS_UTIL: the engine is active whenever a kernel runs
+    2: 0.92,  # SM_UTIL: most SMs busy in a training step's kernels
+    3: 0.45,  # SM_OCCUPANCY: warps resident against the SMs' maximum
+    5: 0.6,  # ANY_TENSOR_UTIL: matrix multiplies dominate
+    10: 0.4,  # DRAM_BW_UTIL
+}
+"""GPM metric id → its value at full utilisation, as a share of the GPU's busy time; the
+metrics not simulated answer NOT_SUPPORTED in their own entry."""
+# Functions a real datacenter GPU answers NOT_SUPPORTED (no fan on SXM boards; no MIG here).
 NOT_SUPPORTED_FUNCTIONS = frozenset(
     {
         "nvmlDeviceGetFanSpeed",
         "nvmlDeviceGetFanSpeed_v2",
         "nvmlDeviceGetNumFans",
-        "nvmlGpmQueryDeviceSupport",
-        "nvmlGpmSampleGet",
         "nvmlGpmMigSampleGet",
-        "nvmlGpmMetricsGet",
-        "nvmlGpmSampleAlloc",
-        "nvmlGpmSampleFree",
         "nvmlGpmQueryIfStreamingEnabled",
     }
 )
@@ -52,6 +58,14 @@ class _EventSet:
         self.registered: dict[int, int] = {}  # gpu index -> event type mask
 
 
+class _GpmSample:
+    """An nvmlGpmSample_t: which GPU it was taken of, when, and its busy seconds then."""
+
+    def __init__(self) -> None:
+        self.buffer = ctypes.create_string_buffer(8)
+        self.taken: tuple[int, float, float] | None = None  # (gpu index, time, busy seconds)
+
+
 class FakeNvmlLibrary:
     """Stands in for `pynvml.nvmlLib` on one simulated node."""
 
@@ -60,6 +74,7 @@ class FakeNvmlLibrary:
         self._handles = [ctypes.create_string_buffer(8) for _ in gpus.gpus]
         self._by_address = {ctypes.addressof(h): i for i, h in enumerate(self._handles)}
         self._event_sets: dict[int, _EventSet] = {}
+        self._gpm_samples: dict[int, _GpmSample] = {}
         self._initialised = 0
 
     def __getattr__(self, name: str) -> Callable[..., int]:
@@ -99,10 +114,11 @@ class FakeNvmlLibrary:
         return SUCCESS
 
     def nvmlSystemGetDriverVersion(self, buffer: Any, size: Any) -> int:
-        return SUCCESS if write_string(buffer, size, DRIVER_VERSION) else INSUFFICIENT_SIZE
+        return SUCCESS if write_string(buffer, size, self._node.driver) else INSUFFICIENT_SIZE
 
     def nvmlSystemGetNVMLVersion(self, buffer: Any, size: Any) -> int:
-        return SUCCESS if write_string(buffer, size, f"12.{DRIVER_VERSION}") else INSUFFICIENT_SIZE
+        version = f"12.{self._node.driver}"
+        return SUCCESS if write_string(buffer, size, version) else INSUFFICIENT_SIZE
 
     # --- devices ----------------------------------------------------------------------------
     def nvmlDeviceGetCount_v2(self, count: Any) -> int:
@@ -275,6 +291,62 @@ class FakeNvmlLibrary:
             out(value).value = gpu.utilisation(now) * (2400 if rx else 800)  # KB/s
 
         return self._read(handle, fill)
+
+    # --- GPU Performance Monitoring ---------------------------------------------------------
+    def nvmlGpmQueryDeviceSupport(self, handle: Any, support: Any) -> int:
+        def fill(gpu: SimGpu, now: float) -> int | None:
+            if not gpu.has_gpm:
+                return NOT_SUPPORTED
+            if out(support).version != GPM_VERSION:
+                return INVALID_ARGUMENT
+            out(support).isSupportedDevice = 1
+            return None
+
+        return self._read(handle, fill)
+
+    def nvmlGpmSampleAlloc(self, sample: Any) -> int:
+        if not self._initialised:
+            return UNINITIALIZED
+        created = _GpmSample()
+        self._gpm_samples[ctypes.addressof(created.buffer)] = created
+        set_pointer(out(sample), ctypes.addressof(created.buffer))
+        return SUCCESS
+
+    def nvmlGpmSampleFree(self, sample: Any) -> int:
+        return SUCCESS if self._gpm_samples.pop(address(sample), None) else INVALID_ARGUMENT
+
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> int:
+        target = self._gpm_samples.get(address(sample))
+        if target is None:
+            return INVALID_ARGUMENT
+
+        def fill(gpu: SimGpu, now: float) -> int | None:
+            if not gpu.has_gpm:
+                return NOT_SUPPORTED
+            target.taken = (gpu.index, now, gpu.busy_seconds(now))
+            return None
+
+        return self._read(handle, fill)
+
+    def nvmlGpmMetricsGet(self, query: Any) -> int:
+        """Each asked metric from the busy time between the two samples (sample1 first)."""
+        wanted = out(query)
+        if wanted.version != GPM_VERSION or not 0 < wanted.numMetrics <= len(wanted.metrics):
+            return INVALID_ARGUMENT
+        first = self._gpm_samples.get(address(wanted.sample1))
+        second = self._gpm_samples.get(address(wanted.sample2))
+        if first is None or second is None or first.taken is None or second.taken is None:
+            return INVALID_ARGUMENT
+        (gpu, then, busy_then), (other, now, busy_now) = first.taken, second.taken
+        if gpu != other or now <= then:
+            return INVALID_ARGUMENT
+        busy = min(1.0, max(0.0, (busy_now - busy_then) / (now - then)))
+        for i in range(wanted.numMetrics):
+            metric = wanted.metrics[i]
+            share = GPM_SHARE_OF_BUSY.get(metric.metricId)
+            metric.nvmlReturn = NOT_SUPPORTED if share is None else SUCCESS
+            metric.value = 0.0 if share is None else round(100 * share * busy, 2)
+        return SUCCESS
 
     # --- events -----------------------------------------------------------------------------
     def nvmlEventSetCreate(self, event_set: Any) -> int:

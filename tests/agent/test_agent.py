@@ -6,16 +6,22 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from agent import fields as f
+from agent import ib
+from agent.__main__ import main as agent_main
 from agent.core import Agent
 from agent.embedded import run_agents
 from agent.outbox import Backoff
 from agent.transport import TransportError
 from kubesim import KubeSim
+from kubesim.faults import DRIFTED_DRIVER
+from kubesim.ib import IbSysfs
 from tests.kubesim.conftest import wait_for
 
 NODE = "h100-a-1"
@@ -78,11 +84,36 @@ def test_it_reads_every_gpu_with_dcgm_field_names(agent: tuple[Agent, Recorder])
     assert busy["uuid"].startswith("GPU-")
 
 
-def test_fields_a_gpu_does_not_offer_are_absent(agent: tuple[Agent, Recorder]) -> None:
+PROFILING = (f.GR_ENGINE_ACTIVE, f.SM_ACTIVE, f.SM_OCCUPANCY, f.TENSOR_ACTIVE, f.DRAM_ACTIVE)
+
+
+def test_hopper_gpus_report_profiling_fields_that_follow_their_load(
+    agent: tuple[Agent, Recorder],
+) -> None:
     running, _ = agent
-    for _ in range(2):  # SM activity is a rate between two GPM samples
-        gpus = running.sample_once()
-    assert all(f.SM_ACTIVE not in g for g in gpus)  # the fake has no GPM, like a pre-Hopper GPU
+    first = running.sample_once()
+    assert all(name not in g for g in first for name in PROFILING)  # a rate needs two samples
+    gpus = running.sample_once()
+    busy, idle = gpus[0], gpus[7]
+    assert {name: idle[name] for name in PROFILING} == dict.fromkeys(PROFILING, 0.0)
+    # 80 % utilised (±4): GPM's SM activity a little below, occupancy and DRAM well below.
+    assert 0.68 <= busy[f.SM_ACTIVE] <= 0.8 and busy[f.GR_ENGINE_ACTIVE] > busy[f.SM_ACTIVE]
+    assert busy[f.SM_ACTIVE] > busy[f.TENSOR_ACTIVE] > busy[f.SM_OCCUPANCY] > busy[f.DRAM_ACTIVE]
+
+
+def test_fields_a_gpu_does_not_offer_are_absent(sim: KubeSim) -> None:
+    gpus_of = sim.sim.gpus[OTHER]
+    sim.call(lambda: gpus_of.allocate("busy-a100", 1, 80.0))
+    running = Agent(OTHER, Recorder(), interval=5, library=sim.nvml_library(OTHER))
+    running.open()
+    try:
+        for _ in range(3):
+            gpus = running.sample_once()
+    finally:
+        running.close()
+        sim.call(lambda: gpus_of.release("busy-a100"))
+    assert gpus[0][f.GPU_UTIL] > 50  # busy, yet an A100 has no GPM: no profiling field
+    assert all(name not in g for g in gpus for name in PROFILING)
     assert all(f.XID_ERRORS not in g for g in gpus)
 
 
@@ -182,13 +213,24 @@ class _Portal(BaseHTTPRequestHandler):
         pass
 
 
-def test_embedded_agents_read_their_own_node_and_post_with_its_token(sim: KubeSim) -> None:
+def test_embedded_agents_read_their_own_node_and_post_with_its_token(
+    sim: KubeSim, tmp_path: Path
+) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Portal)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stop = threading.Event()
     libraries = {NODE: sim.nvml_library(NODE), OTHER: sim.nvml_library(OTHER)}
+    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric.refresh()
     url = f"http://127.0.0.1:{server.server_port}"
-    threads = run_agents(libraries, url, lambda node: f"token-of-{node}", stop, interval=0.2)
+    threads = run_agents(
+        libraries,
+        url,
+        lambda node: f"token-of-{node}",
+        stop,
+        interval=0.2,
+        ib_roots_by_node={name: fabric.root(name) for name in libraries},
+    )
     try:
         wait_for(lambda: {b["node"] for _, b in _Portal.received} == {NODE, OTHER}, what="posts")
     finally:
@@ -200,6 +242,65 @@ def test_embedded_agents_read_their_own_node_and_post_with_its_token(sim: KubeSi
         assert auth == f"Bearer token-of-{body['node']}"
         busy = body["node"] == NODE
         assert (body["gpus"][0][f.GPU_UTIL] > 50) is busy  # each thread read its own node
+        assert body["host"][ib.RATE] == (400 if busy else 200)  # and its own InfiniBand tree
+
+
+def _posted_host(running: Agent, recorder: Recorder) -> dict[str, Any]:
+    running.sample_once()
+    running.flush()
+    host: dict[str, Any] = recorder.batches[-1]["host"]
+    return host
+
+
+def test_the_batch_carries_the_nodes_driver_and_a_drift_shows(
+    sim: KubeSim, agent: tuple[Agent, Recorder], tmp_path: Path
+) -> None:
+    running, recorder = agent
+    running.ib_root = str(tmp_path / "absent")  # a node without InfiniBand
+    host = _posted_host(running, recorder)
+    assert host == {"at": host["at"], "driver": "570.86.15"}  # and no InfiniBand field at all
+    sim.inject_fault("driver-drift", NODE)
+    assert _posted_host(running, recorder)["driver"] == DRIFTED_DRIVER
+    sim.clear_faults(node=NODE)
+    assert _posted_host(running, recorder)["driver"] == "570.86.15"
+
+
+def test_infiniband_ports_are_read_from_the_nodes_sysfs_tree(
+    sim: KubeSim, agent: tuple[Agent, Recorder], tmp_path: Path
+) -> None:
+    running, recorder = agent
+    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric.refresh()
+    running.ib_root = fabric.root(NODE)
+    host = _posted_host(running, recorder)
+    assert (host[ib.PORTS_UP], host[ib.PORTS_DOWN], host[ib.DOWN_PORTS]) == (4, 0, [])
+    assert host[ib.RATE] == 400.0 and host[ib.LINK_DOWNED] == 0
+    sent = host[ib.XMIT_BYTES]
+    assert sent > 0 and sent % 4 == 0  # busy GPUs move data; sysfs counts 4-byte words
+    sim.inject_fault("ib-port-down", NODE, link=2)
+    fabric.refresh()
+    host = _posted_host(running, recorder)
+    assert (host[ib.PORTS_UP], host[ib.PORTS_DOWN], host[ib.DOWN_PORTS]) == (3, 1, ["mlx5_2/1"])
+    assert host[ib.LINK_DOWNED] == 1 and host[ib.SYMBOL_ERRORS] > 0
+    assert host[ib.XMIT_BYTES] > sent
+
+
+def test_the_command_line_points_the_agent_at_an_infiniband_root() -> None:
+    parser_args = ["--portal", "http://portal", "--node", NODE, "--token-file", "/dev/null"]
+    seen: dict[str, Any] = {}
+
+    class Stub:
+        def __init__(self, node: str, transport: object, **options: Any) -> None:
+            seen.update(options)
+
+        def run(self, stop: threading.Event) -> None:
+            pass
+
+    with mock.patch("agent.__main__.Agent", Stub), mock.patch("signal.signal"):
+        agent_main([*parser_args, "--ib-root", "/host/sys/class/infiniband"])
+        assert seen["ib_root"] == "/host/sys/class/infiniband"
+        agent_main(parser_args)
+        assert seen["ib_root"] == "/sys/class/infiniband"
 
 
 def test_the_backoff_doubles_spreads_and_never_passes_its_maximum() -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import translation
 
 from jobs.models import State

@@ -5,8 +5,11 @@ admin's; admins alone run one on demand and read the reports."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -14,15 +17,22 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from agent.core import Agent
+from agent.transport import Transport
 from audit.models import AuditEvent
 from cluster.actions import set_cordon
 from cluster.backend import ClusterBackend
 from cluster.controller import Controller, Timing
 from cluster.models import Gpu, Node
+from kubesim import KubeSim
+from kubesim.clock import ManualClock
+from kubesim.ib import IbSysfs
 from monitoring import hot
 from monitoring.alerts.round import evaluate_alerts
+from monitoring.ingest import Accepted, ingest_batches
 from monitoring.inspections import inspect
 from monitoring.models import Alert, AlertRule, Incident, InspectionResult, InspectionRun
+from monitoring.validation import validate_batch
 from tests.cluster.conftest import SteppedClock
 from tests.conftest import World
 from tests.notifications.eager import eager_celery  # noqa: F401 (autouse)
@@ -247,6 +257,88 @@ def test_uncorrected_errors_report_their_growth_since_the_last_inspection(
     ecc = InspectionResult.objects.get(run=done, node__name="h100-a-1", check_name="ecc")
     assert (ecc.status, ecc.figure) == ("fail", 4)
     assert "+3" in ecc.detail
+
+
+def ib_ports(at: datetime, down: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A node-level reading of four InfiniBand ports, `down` among them."""
+    return {
+        "at": at.timestamp(),
+        "PORTAL_IB_PORTS_UP": 4 - len(down),
+        "PORTAL_IB_PORTS_DOWN": len(down),
+        "ib_down": list(down),
+    }
+
+
+def test_an_infiniband_port_down_fails_the_node_and_no_infiniband_is_no_finding(
+    fleet: dict[str, Node], clock: FakeClock
+) -> None:
+    report(fleet, clock)
+    readings = {
+        fleet["h100-a-1"].pk: ib_ports(clock.now, down=("mlx5_2/1",)),
+        fleet["h100-a-2"].pk: ib_ports(clock.now),
+    }
+    hot.store({}, readings)  # h100-a-3 reports no InfiniBand
+    done = run(clock)
+    assert failing(done, "h100-a-1") == {"infiniband"}
+    assert statuses(done, "h100-a-2")["infiniband"] == "ok"
+    assert "infiniband" not in statuses(done, "h100-a-3")
+    found = InspectionResult.objects.get(run=done, node__name="h100-a-1", check_name="infiniband")
+    assert found.figure == 1 and "1 of 4 InfiniBand ports down: mlx5_2/1" in found.detail
+
+
+def test_a_stale_infiniband_reading_judges_nothing(
+    fleet: dict[str, Node], clock: FakeClock
+) -> None:
+    hot.store({}, {fleet["h100-a-1"].pk: ib_ports(clock.now, down=("mlx5_0/1",))})
+    clock.advance(301)
+    report(fleet, clock)  # the GPUs speak, the node-level reading is old
+    assert "infiniband" not in statuses(run(clock), "h100-a-1")
+
+
+def test_the_driver_its_agent_reports_comes_before_the_labels(
+    fleet: dict[str, Node], clock: FakeClock
+) -> None:
+    Node.objects.filter(name__in=NODES[:2]).update(driver_version="570.86.15")
+    report(fleet, clock)
+    done = run(clock)  # h100-a-3 reports none: its labels say 550.54.15
+    assert failing(done, "h100-a-3") == {"driver"}
+    assert failing(done, "h100-a-1") == set()
+
+
+def test_drift_and_a_port_down_in_kubesim_reach_the_inspection_through_the_agent(
+    fleet: dict[str, Node], clock: FakeClock, tmp_path: Path
+) -> None:
+    sim = KubeSim(clock=ManualClock(clock.now.timestamp()))  # never served: calls run here
+    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    sim.inject_fault("driver-drift", "h100-a-3")
+    sim.inject_fault("ib-port-down", "h100-a-2", link=1)
+    fabric.refresh()
+    for name, node in fleet.items():
+        sent: list[dict[str, Any]] = []
+        agent = Agent(
+            name,
+            cast(Transport, SimpleNamespace(post=sent.append)),
+            library=sim.nvml_library(name),
+            clock=lambda: clock.now.timestamp(),
+            ib_root=fabric.root(name),
+        )
+        agent.open()
+        try:
+            agent.sample_once()
+            agent.flush()
+        finally:
+            agent.close()
+        batch, errors = validate_batch(json.loads(json.dumps(sent[0])), clock.now.timestamp())
+        assert errors == {} and batch is not None
+        ingest_batches([Accepted(node.pk, name, batch)])
+    drivers = dict(Node.objects.values_list("name", "driver_version"))
+    assert drivers == {"h100-a-1": "570.86.15", "h100-a-2": "570.86.15", "h100-a-3": "550.54.15"}
+    done = run(clock)
+    assert failing(done, "h100-a-1") == set()
+    assert failing(done, "h100-a-2") == {"infiniband"}
+    assert failing(done, "h100-a-3") == {"driver"}
+    found = InspectionResult.objects.get(run=done, node__name="h100-a-3", check_name="driver")
+    assert "550.54.15" in found.detail and "570.86.15" in found.detail
 
 
 def _only(name: str) -> None:
