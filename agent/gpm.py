@@ -22,7 +22,13 @@ METRICS = {
     pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: fields.TENSOR_ACTIVE,
     pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: fields.DRAM_ACTIVE,
 }
-"""GPM metric → the DCGM profiling field it gives."""
+"""GPM metric → the DCGM profiling field it gives (a percentage, sent as a ratio 0..1)."""
+RATES = {
+    pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: fields.NVLINK_RX,
+    pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: fields.NVLINK_TX,
+}
+"""GPM metric → the DCGM throughput field it gives (MiB/s, sent as bytes/s)."""
+MIB = 2**20
 ABSENT = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
@@ -76,14 +82,19 @@ class Profiler:
 def _metrics(previous: Any, current: Any) -> dict[str, float]:
     query = pynvml.c_nvmlGpmMetricsGet_t()
     query.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-    query.numMetrics = len(METRICS)
+    asked = [*METRICS, *RATES]
+    query.numMetrics = len(asked)
     query.sample1, query.sample2 = previous, current
-    for i, metric_id in enumerate(METRICS):
+    for i, metric_id in enumerate(asked):
         query.metrics[i].metricId = metric_id
     pynvml.nvmlGpmMetricsGet(query)
-    found = {}
-    for i, name in enumerate(METRICS.values()):
+    found: dict[str, float] = {}
+    for i, metric_id in enumerate(asked):
         metric = query.metrics[i]
-        if metric.nvmlReturn == pynvml.NVML_SUCCESS:
-            found[name] = round(min(100.0, max(0.0, metric.value)) / 100, 4)
+        if metric.nvmlReturn != pynvml.NVML_SUCCESS:
+            continue  # this GPU does not measure it
+        if metric_id in METRICS:
+            found[METRICS[metric_id]] = round(min(100.0, max(0.0, metric.value)) / 100, 4)
+        else:
+            found[RATES[metric_id]] = round(max(0.0, metric.value) * MIB)
     return found

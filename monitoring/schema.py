@@ -55,6 +55,8 @@ METRICS: dict[str, Bound] = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": Bound(0, 1),
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": Bound(0, 1),
     "DCGM_FI_PROF_DRAM_ACTIVE": Bound(0, 1),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": Bound(0, 2**42),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": Bound(0, 2**42),
     FB_USED: MIB,
     "DCGM_FI_DEV_FB_FREE": MIB,
     FB_TOTAL: MIB,

@@ -37,6 +37,9 @@ GPM_SHARE_OF_BUSY = {
 }
 """GPM metric id → its value at full utilisation, as a share of the GPU's busy time; the
 metrics not simulated answer NOT_SUPPORTED in their own entry."""
+GPM_MIB_PER_S_AT_FULL = {60: 120_000.0, 61: 120_000.0}
+"""NVLINK_TOTAL_RX/TX_PER_SEC at full utilisation, in MiB/s: about a seventh of an H100's
+900 GB/s of NVLink, as a data-parallel step's all-reduce takes."""
 # Functions a real datacenter GPU answers NOT_SUPPORTED (no fan on SXM boards; no MIG here).
 NOT_SUPPORTED_FUNCTIONS = frozenset(
     {
@@ -344,8 +347,13 @@ class FakeNvmlLibrary:
         for i in range(wanted.numMetrics):
             metric = wanted.metrics[i]
             share = GPM_SHARE_OF_BUSY.get(metric.metricId)
-            metric.nvmlReturn = NOT_SUPPORTED if share is None else SUCCESS
-            metric.value = 0.0 if share is None else round(100 * share * busy, 2)
+            rate = GPM_MIB_PER_S_AT_FULL.get(metric.metricId)
+            if share is not None:
+                metric.nvmlReturn, metric.value = SUCCESS, round(100 * share * busy, 2)
+            elif rate is not None:
+                metric.nvmlReturn, metric.value = SUCCESS, round(rate * busy, 1)
+            else:
+                metric.nvmlReturn, metric.value = NOT_SUPPORTED, 0.0
         return SUCCESS
 
     # --- events -----------------------------------------------------------------------------

@@ -84,7 +84,15 @@ def test_it_reads_every_gpu_with_dcgm_field_names(agent: tuple[Agent, Recorder])
     assert busy["uuid"].startswith("GPU-")
 
 
-PROFILING = (f.GR_ENGINE_ACTIVE, f.SM_ACTIVE, f.SM_OCCUPANCY, f.TENSOR_ACTIVE, f.DRAM_ACTIVE)
+PROFILING = (
+    f.GR_ENGINE_ACTIVE,
+    f.SM_ACTIVE,
+    f.SM_OCCUPANCY,
+    f.TENSOR_ACTIVE,
+    f.DRAM_ACTIVE,
+    f.NVLINK_RX,
+    f.NVLINK_TX,
+)
 
 
 def test_hopper_gpus_report_profiling_fields_that_follow_their_load(
@@ -95,10 +103,13 @@ def test_hopper_gpus_report_profiling_fields_that_follow_their_load(
     assert all(name not in g for g in first for name in PROFILING)  # a rate needs two samples
     gpus = running.sample_once()
     busy, idle = gpus[0], gpus[7]
-    assert {name: idle[name] for name in PROFILING} == dict.fromkeys(PROFILING, 0.0)
+    assert {name: idle[name] for name in PROFILING} == dict.fromkeys(PROFILING, 0)
     # 80 % utilised (±4): GPM's SM activity a little below, occupancy and DRAM well below.
     assert 0.68 <= busy[f.SM_ACTIVE] <= 0.8 and busy[f.GR_ENGINE_ACTIVE] > busy[f.SM_ACTIVE]
     assert busy[f.SM_ACTIVE] > busy[f.TENSOR_ACTIVE] > busy[f.SM_OCCUPANCY] > busy[f.DRAM_ACTIVE]
+    # NVLink traffic in bytes/s: 120,000 MiB/s at full load, so 76-84 % of it here.
+    for name in (f.NVLINK_RX, f.NVLINK_TX):
+        assert 0.76 * 120_000 * 2**20 <= busy[name] <= 0.84 * 120_000 * 2**20
 
 
 def test_fields_a_gpu_does_not_offer_are_absent(sim: KubeSim) -> None:
