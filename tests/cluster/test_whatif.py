@@ -27,6 +27,7 @@ from quotas.models import GpuType, Queue, Quota
 from scheduler import NodeState, QuotaInfo
 from tenants.models import Membership, Role, Team
 from tests.conftest import World
+from tests.notifications.eager import eager_celery as eager_celery  # tasks run in the test
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
