@@ -87,6 +87,14 @@ def usage_body(report: Report) -> dict[str, Any]:
     }
 
 
+PERIOD_PARAMETERS = [
+    OpenApiParameter("period", OpenApiTypes.STR, description="a month, YYYY-MM"),
+    OpenApiParameter("from", OpenApiTypes.DATE, description="first day (with to)"),
+    OpenApiParameter("to", OpenApiTypes.DATE, description=f"last day, at most {MAX_DAYS} days on"),
+]
+"""The period of a usage or efficiency query, as `billing.query.parse_period` reads it."""
+
+
 class UsageView(APIView):
     """`GET /api/v1/usage/`: GPU-hours and cost in a period, grouped as asked.
 
@@ -96,11 +104,7 @@ class UsageView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("period", OpenApiTypes.STR, description="a month, YYYY-MM"),
-            OpenApiParameter("from", OpenApiTypes.DATE, description="first day (with to)"),
-            OpenApiParameter(
-                "to", OpenApiTypes.DATE, description=f"last day, at most {MAX_DAYS} days on"
-            ),
+            *PERIOD_PARAMETERS,
             OpenApiParameter(
                 "group_by",
                 OpenApiTypes.STR,

@@ -16,9 +16,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from base.errors import FieldErrors
+from billing.api import PERIOD_PARAMETERS
 from billing.efficiency import EFFICIENCY_GROUPS, EfficiencyReport, efficiency_report
 from billing.prices import currency
-from billing.query import MAX_DAYS, parse_period
+from billing.query import parse_period
 from tenants.access import access_team
 
 
@@ -77,11 +78,7 @@ class EfficiencyView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("period", OpenApiTypes.STR, description="a month, YYYY-MM"),
-            OpenApiParameter("from", OpenApiTypes.DATE, description="first day (with to)"),
-            OpenApiParameter(
-                "to", OpenApiTypes.DATE, description=f"last day, at most {MAX_DAYS} days on"
-            ),
+            *PERIOD_PARAMETERS,
             OpenApiParameter(
                 "group_by",
                 OpenApiTypes.STR,
