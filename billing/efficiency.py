@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from billing.prices import PriceBook
-from billing.usage import ZERO, Figures, Period, _fixed, fold, visible_segments
+from billing.usage import ZERO, Figures, Period, fixed, fold, visible_segments
 from jobs.models import Job
 from monitoring.gpu_use import JobUse, job_use, right_sizing_hint
 from monitoring.idle_policy import idle_rules
@@ -60,12 +60,12 @@ class Efficiency:
     def as_dict(self) -> dict[str, Any]:
         utilisation = self.used / self.measured * HUNDRED if self.measured else None
         return {
-            "allocated_gpu_hours": _fixed(self.allocated / 3600, 4),
-            "used_gpu_hours": _fixed(self.used / 3600, 4),
-            "wasted_gpu_hours": _fixed(self.wasted / 3600, 4),
-            "unmeasured_gpu_hours": _fixed((self.allocated - self.measured) / 3600, 4),
-            "utilisation_pct": None if utilisation is None else _fixed(utilisation, 1),
-            "wasted_cost": _fixed(self.wasted_cost, 2),
+            "allocated_gpu_hours": fixed(self.allocated / 3600, 4),
+            "used_gpu_hours": fixed(self.used / 3600, 4),
+            "wasted_gpu_hours": fixed(self.wasted / 3600, 4),
+            "unmeasured_gpu_hours": fixed((self.allocated - self.measured) / 3600, 4),
+            "utilisation_pct": None if utilisation is None else fixed(utilisation, 1),
+            "wasted_cost": fixed(self.wasted_cost, 2),
             "energy_joules": round(self.energy_joules, 1),
             "energy_kwh": round(self.energy_joules / JOULES_PER_KWH, 3),
         }

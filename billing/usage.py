@@ -74,16 +74,16 @@ class Figures:
 
     def as_dict(self) -> dict[str, str]:
         return {
-            "gpu_seconds": _fixed(self.gpu_seconds, 3),
-            "gpu_hours": _fixed(self.gpu_seconds / 3600, 4),
-            "cost": _fixed(self.cost, 2),
-            "credited_gpu_seconds": _fixed(self.credited_gpu_seconds, 3),
-            "credited_gpu_hours": _fixed(self.credited_gpu_seconds / 3600, 4),
-            "credited_cost": _fixed(self.credited_cost, 2),
+            "gpu_seconds": fixed(self.gpu_seconds, 3),
+            "gpu_hours": fixed(self.gpu_seconds / 3600, 4),
+            "cost": fixed(self.cost, 2),
+            "credited_gpu_seconds": fixed(self.credited_gpu_seconds, 3),
+            "credited_gpu_hours": fixed(self.credited_gpu_seconds / 3600, 4),
+            "credited_cost": fixed(self.credited_cost, 2),
         }
 
 
-def _fixed(value: Decimal, places: int) -> str:
+def fixed(value: Decimal, places: int) -> str:
     return str(value.quantize(Decimal(1).scaleb(-places)))
 
 

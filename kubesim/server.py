@@ -22,6 +22,7 @@ from kubesim.clock import Clock, ScaledClock
 from kubesim.cluster import ClusterSpec, default_cluster, load_cluster
 from kubesim.faults import Fault, FaultInjector
 from kubesim.handlers import Server
+from kubesim.ib import IbSysfs
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.nvml.library import FakeNvmlLibrary
 from kubesim.podresources import PodDevices, PodResourcesServer
@@ -181,6 +182,11 @@ class KubeSim:
         if node not in self.sim.gpus:
             raise KeyError(f"node {node!r} has no GPUs")
         return self._libraries.setdefault(node, FakeNvmlLibrary(self.sim.gpus[node]))
+
+    def infiniband(self, directory: str | Path) -> IbSysfs:
+        """Every GPU node's simulated `/sys/class/infiniband`, under `directory/<node>`
+        (`IbSysfs.start` keeps them up to date)."""
+        return IbSysfs(self.sim.gpus, directory)
 
     def pod_resources_socket(self, node: str, directory: str | Path) -> str:
         """The node's kubelet pod-resources socket, served from `directory` (started once)."""

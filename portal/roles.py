@@ -25,7 +25,6 @@ from cluster.models import Node
 from jobs.actions import submit_job
 from jobs.spec import SpecError, parse_spec
 from kubesim import KubeSim
-from kubesim.ib import IbSysfs
 from monitoring.tokens import rotate_node_token
 from tenants.models import Team
 
@@ -84,7 +83,7 @@ def start_agents(
     libraries = {name: sim.nvml_library(name) for name in tokens}
     kubelets = tempfile.mkdtemp(prefix="kubelets-")  # each node's pod-resources socket
     sockets = {name: sim.pod_resources_socket(name, kubelets) for name in tokens}
-    fabric = IbSysfs(sim.sim.gpus, tempfile.mkdtemp(prefix="infiniband-"))
+    fabric = sim.infiniband(tempfile.mkdtemp(prefix="infiniband-"))
     fabric.start(stop)
     run_agents(
         libraries,

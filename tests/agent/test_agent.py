@@ -21,7 +21,6 @@ from agent.outbox import Backoff
 from agent.transport import TransportError
 from kubesim import KubeSim
 from kubesim.faults import DRIFTED_DRIVER
-from kubesim.ib import IbSysfs
 from tests.kubesim.conftest import wait_for
 
 NODE = "h100-a-1"
@@ -231,7 +230,7 @@ def test_embedded_agents_read_their_own_node_and_post_with_its_token(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stop = threading.Event()
     libraries = {NODE: sim.nvml_library(NODE), OTHER: sim.nvml_library(OTHER)}
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     fabric.refresh()
     url = f"http://127.0.0.1:{server.server_port}"
     threads = run_agents(
@@ -280,7 +279,7 @@ def test_infiniband_ports_are_read_from_the_nodes_sysfs_tree(
     sim: KubeSim, agent: tuple[Agent, Recorder], tmp_path: Path
 ) -> None:
     running, recorder = agent
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     fabric.refresh()
     running.ib_root = fabric.root(NODE)
     host = _posted_host(running, recorder)

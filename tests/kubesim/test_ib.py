@@ -11,7 +11,7 @@ import pytest
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
 from kubesim.faults import DRIFTED_DRIVER
-from kubesim.ib import IbSysfs, node_ports
+from kubesim.ib import node_ports
 from kubesim.nvml.gpu import DRIVER_VERSION
 
 H100, A100 = "h100-a-1", "a100-c-1"
@@ -32,7 +32,7 @@ def test_each_gpu_node_gets_a_tree_as_the_kernel_lays_it_out(
     stopped: tuple[KubeSim, ManualClock], tmp_path: Path
 ) -> None:
     sim, _ = stopped
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     fabric.refresh()
     root = fabric.root(H100)
     assert sorted(p.name for p in Path(root).iterdir()) == [f"mlx5_{i}" for i in range(4)]
@@ -56,7 +56,7 @@ def test_data_counters_follow_the_gpus_work(
     stopped: tuple[KubeSim, ManualClock], tmp_path: Path
 ) -> None:
     sim, clock = stopped
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     sim.sim.gpus[H100].allocate("all-reduce", 8, 100.0)
     fabric.refresh()
     clock.advance(10)
@@ -73,7 +73,7 @@ def test_a_port_down_fault_flips_its_state_until_cleared(
     stopped: tuple[KubeSim, ManualClock], tmp_path: Path
 ) -> None:
     sim, clock = stopped
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     sim.sim.gpus[H100].allocate("all-reduce", 8, 100.0)
     fault = sim.inject_fault("ib-port-down", H100, link=2)
     clock.advance(10)

@@ -26,7 +26,6 @@ from cluster.controller import Controller, Timing
 from cluster.models import Gpu, Node
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
-from kubesim.ib import IbSysfs
 from monitoring import hot
 from monitoring.alerts.round import evaluate_alerts
 from monitoring.ingest import Accepted, ingest_batches
@@ -309,7 +308,7 @@ def test_drift_and_a_port_down_in_kubesim_reach_the_inspection_through_the_agent
     fleet: dict[str, Node], clock: FakeClock, tmp_path: Path
 ) -> None:
     sim = KubeSim(clock=ManualClock(clock.now.timestamp()))  # never served: calls run here
-    fabric = IbSysfs(sim.sim.gpus, tmp_path)
+    fabric = sim.infiniband(tmp_path)
     sim.inject_fault("driver-drift", "h100-a-3")
     sim.inject_fault("ib-port-down", "h100-a-2", link=1)
     fabric.refresh()
