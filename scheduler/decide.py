@@ -12,8 +12,9 @@ from dataclasses import replace
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, run_cycle
 from scheduler.decisions import Decisions, Pending, Reason, ReasonCode
-from scheduler.estimate import LowerBound, Releases, forward_starts
+from scheduler.estimate import LowerBound, Releases, backfilled_starts, forward_starts
 from scheduler.model import JobId, JobRequest, RunningJob, Snapshot
+from scheduler.pool import NodePool
 from scheduler.queue import QueueIndex
 
 _OWN_HOLDINGS = (ReasonCode.QUOTA_EXHAUSTED, ReasonCode.MEMBER_CAP)
@@ -52,11 +53,9 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     latest: dict[JobId, float | None] = {}
     expected: dict[JobId, float | None] = {}
     bounds: dict[str, LowerBound] = {}
-    predicted = _has_predictions(cycle)
     for gpu_type, waiting in by_type.items():
-        latest.update(_forward(cycle, gpu_type, waiting, RunningJob.end_by_limit))
-        if predicted:
-            expected.update(_forward(cycle, gpu_type, waiting, _expected_end(cycle.now)))
+        latest.update(_latest(cycle, gpu_type, waiting))
+        expected.update(_expected(cycle, gpu_type, waiting))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     elsewhere: dict[str, LowerBound] = {}
     pending: dict[JobId, Pending] = {}
@@ -70,12 +69,16 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             pending[job_id] = Pending(reason, None, None)
         elif last is not None:
             last = max(last, now)
-            guess = max(now, min(expected.get(job_id, last) or last, last))
+            projected = expected.get(job_id)
+            if projected is None or job_id in cycle.reserved:
+                # a reservation holds: backfill cannot delay the job past it
+                projected = min(projected or last, last)
+            guess = max(now, projected)
             if reason.code is ReasonCode.PREEMPTING:
                 guess = _claimant_start(cycle, job, guess, elsewhere)
             floor = bounds[job.gpu_type].earliest(job.nodes * job.gpus_per_node, now)
             earliest = guess if floor is None else max(now, min(floor, guess))
-            pending[job_id] = Pending(reason, guess, (earliest, last))
+            pending[job_id] = Pending(reason, guess, (earliest, max(last, guess)))
         elif reason.code in _OWN_HOLDINGS:
             releases = releases or Releases(cycle.holdings())
             pending[job_id] = _waiting_for_own(now, job, reason, releases)
@@ -95,32 +98,42 @@ def _positioned(cycle: Cycle, pending: dict[JobId, Pending]) -> dict[JobId, Pend
     return pending
 
 
-def _has_predictions(cycle: Cycle) -> bool:
-    """Without any runtime prediction the expected projection is the pessimistic one."""
-    return any(r.job.expected_runtime_s is not None for r in cycle.snapshot.running) or any(
-        job.expected_runtime_s is not None for job in cycle.visited
-    )
-
-
-def _forward(
-    cycle: Cycle, gpu_type: str, waiting: list[JobRequest], end_of: Callable[[RunningJob], float]
-) -> dict[JobId, float | None]:
+def _free_of_holds(cycle: Cycle, gpu_type: str) -> NodePool:
+    """The type's pool with the GPUs held for reservations free again (the projections place
+    the reserved jobs themselves)."""
     pool = cycle.pools[gpu_type].copy()
     pool.give(tuple((n, h.gpus) for n, hs in cycle.pools[gpu_type].holds.items() for h in hs))
-    expected = end_of is not RunningJob.end_by_limit
-    ends = cycle.ends(gpu_type, end_of)
-    reserved = {} if expected else cycle.reserved
-    return forward_starts(pool, cycle.now, ends, waiting, reserved, _duration(expected))
+    return pool
+
+
+def _latest(cycle: Cycle, gpu_type: str, waiting: list[JobRequest]) -> dict[JobId, float | None]:
+    """The pessimistic projection: runtime limits, no backfill, the cycle's reservations."""
+    pool, ends = _free_of_holds(cycle, gpu_type), cycle.ends(gpu_type, RunningJob.end_by_limit)
+    return forward_starts(pool, cycle.now, ends, waiting, cycle.reserved, _runtime_limit)
+
+
+def _expected(cycle: Cycle, gpu_type: str, waiting: list[JobRequest]) -> dict[JobId, float | None]:
+    """The expected projection: predicted runtimes, backfill, each team's limit."""
+    pool, ends = _free_of_holds(cycle, gpu_type), cycle.ends(gpu_type, _expected_end(cycle.now))
+    ledger = cycle.ledger
+    room = {
+        team: ledger.limit(team, gpu_type) - ledger.used.get((team, gpu_type), 0)
+        for team in {job.team for job in waiting}
+    }
+    holders = {r.job.id: (r.job.team, r.job.gpus) for r in cycle.holdings()}
+    return backfilled_starts(pool, cycle.now, ends, waiting, _expected_runtime, room, holders)
 
 
 def _expected_end(now: float) -> Callable[[RunningJob], float]:
     return lambda running: running.end_expected(now)
 
 
-def _duration(expected: bool) -> Callable[[JobRequest], float]:
-    if not expected:
-        return lambda job: job.runtime_limit_s
-    return lambda job: min(job.expected_runtime_s or job.runtime_limit_s, job.runtime_limit_s)
+def _runtime_limit(job: JobRequest) -> float:
+    return job.runtime_limit_s
+
+
+def _expected_runtime(job: JobRequest) -> float:
+    return min(job.expected_runtime_s or job.runtime_limit_s, job.runtime_limit_s)
 
 
 def _lower_bound(cycle: Cycle, gpu_type: str) -> LowerBound:

@@ -1,9 +1,12 @@
 """Estimated start times for waiting jobs, with a range.
 
 - *latest*: the policy run forward (a Sweep) over the pessimistic ends of running jobs, their
-  runtime limits; this is also the start backfill protects.
-- *estimated*: the same with expected runtimes where the snapshot has a prediction (otherwise it
-  equals latest).
+  runtime limits, each job behind the ones ahead; this is also the start backfill protects.
+- *estimated*: the scheduler run forward with expected runtimes (learnt where the snapshot has a
+  prediction, else the limit): at each projected end the waiting jobs are walked in policy
+  order and every one that fits, and that its team's limit lets in, starts, so a job behind
+  starts before the jobs ahead where it fits, as the cycle's backfill lets it. A reserved job
+  is told no later than its reservation; the range's upper end is the later of the two.
 - *earliest*: a lower bound, the first moment enough GPUs of the type could be free if no job
   ahead claimed them (one bisect over cumulative expected ends).
 
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 from scheduler.model import JobId, JobRequest, Placement, RunningJob
+from scheduler.placement import find_placement
 from scheduler.pool import NodePool
 from scheduler.sweep import Sweep
 
@@ -52,6 +56,62 @@ def forward_starts(
         for job in waiting[DETAILED:]:
             reservation = reserved.get(job.id)
             tail_start = reservation[0] if reservation else counting.find(job.gpus)
+            starts[job.id] = tail_start
+            if tail_start is not None:
+                counting.occupy(job.gpus, tail_start + duration(job))
+    return starts
+
+
+def backfilled_starts(
+    pool: NodePool,
+    now: float,
+    ends: list[tuple[float, JobId, Placement]],
+    waiting: Sequence[JobRequest],
+    duration: Callable[[JobRequest], float],
+    room: dict[str, int],
+    holders: dict[JobId, tuple[str, int]],
+) -> dict[JobId, float | None]:
+    """Projected start of each waiting job of one GPU type when, at every projected end, the
+    jobs are walked in policy order and each that fits, and that its team's limit lets start,
+    starts (backfill: a job behind starts before the jobs ahead where it fits). `room` is each
+    team's GPUs of the type left under its limit, `holders` the team and GPUs of each running
+    job (they come back to the team at its end). Reservations are not projected."""
+    sweep = Sweep(pool, now, ends)
+    starts: dict[JobId, float | None] = {}
+    room, holders = dict(room), dict(holders)
+    remaining = list(waiting[:DETAILED])
+    # What could start now has: the cycle admitted it. The rest starts when something ends.
+    while remaining and sweep.advance():
+        for job_id in sweep.ended:
+            holder = holders.get(job_id)
+            if holder is not None:
+                room[holder[0]] = room.get(holder[0], 0) + holder[1]
+        left: list[JobRequest] = []
+        failed: set[tuple[int, int]] = set()
+        projected = sweep.projected
+        for job in remaining:
+            shape = (job.nodes, job.gpus_per_node)
+            if shape in failed or room.get(job.team, 0) < job.gpus:
+                left.append(job)
+                continue
+            placement = None
+            if projected.pods(job.gpus_per_node) >= job.nodes:
+                placement = find_placement(projected, job.nodes, job.gpus_per_node)
+            if placement is None:
+                failed.add(shape)
+                left.append(job)
+                continue
+            starts[job.id] = sweep.time
+            sweep.occupy(job.id, placement, sweep.time + duration(job))
+            room[job.team] -= job.gpus
+            holders[job.id] = (job.team, job.gpus)
+        remaining = left
+    for job in remaining:
+        starts[job.id] = None
+    if len(waiting) > DETAILED:
+        counting = sweep.counting()
+        for job in waiting[DETAILED:]:
+            tail_start = counting.find(job.gpus)
             starts[job.id] = tail_start
             if tail_start is not None:
                 counting.occupy(job.gpus, tail_start + duration(job))

@@ -12,11 +12,18 @@ waiting (`change`: the first and each later one that moved), in seconds and rela
 wait it predicted (actual start minus the moment of the estimate); waits under a second are
 left out of the relative figures (a job that starts at once has no wait to be wrong about).
 Each figure has its sample count; with none it is None (printed "n/a").
+
+The same figures again for the estimates that no later arrival overtook (`*_not_overtaken`: no
+job of the type submitted after the estimate was made started before the job, or with it). No
+estimate can know the jobs that will arrive and go ahead; what is left for those estimates is
+the error of the projection and of the runtimes it assumes.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from statistics import mean
 
 from scheduler.simulate import JobOutcome, SimulationResult
@@ -72,19 +79,53 @@ def _errors(samples: list[tuple[float, float]]) -> ErrorFigures:
     }
 
 
+class _Overtaking:
+    """Per GPU type, the latest submission among the jobs started by a given time."""
+
+    def __init__(self, outcomes: Iterable[JobOutcome]) -> None:
+        started: dict[str, list[tuple[float, float]]] = {}
+        for outcome in outcomes:
+            if outcome.start is not None:
+                started.setdefault(outcome.gpu_type, []).append((outcome.start, outcome.submit))
+        self._starts: dict[str, list[float]] = {}
+        self._latest: dict[str, list[float]] = {}
+        for gpu_type, pairs in started.items():
+            pairs.sort()
+            self._starts[gpu_type] = [start for start, _ in pairs]
+            self._latest[gpu_type] = list(accumulate((submit for _, submit in pairs), max))
+
+    def overtaken(self, gpu_type: str, made: float, start: float) -> bool:
+        """Did a job submitted after `made` start no later than `start`?"""
+        index = bisect_right(self._starts.get(gpu_type, []), start + 1e-6)
+        return index > 0 and self._latest[gpu_type][index - 1] > made + 1e-6
+
+
+KINDS = ("submit", "change", "submit_not_overtaken", "change_not_overtaken")
+
+
 def estimate_errors(outcomes: Iterable[JobOutcome]) -> dict[str, dict[str, ErrorFigures]]:
-    """Per class (and "all"): the errors of estimates at submission and at every change."""
+    """Per class (and "all"): the errors of estimates at submission and at every change, and
+    of those that no later arrival overtook."""
+    outcomes = list(outcomes)
+    overtaking = _Overtaking(outcomes)
     grouped: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for outcome in outcomes:
         if outcome.start is None or not outcome.estimates:
             continue
         start = outcome.start
+        samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+        for index, (at, estimate) in enumerate(outcome.estimates):
+            sample = (abs(estimate - start), start - at)
+            alone = not overtaking.overtaken(outcome.gpu_type, at, start)
+            kinds = ["change"] + (["change_not_overtaken"] if alone else [])
+            if index == 0 and at <= outcome.submit + 1e-6:
+                kinds += ["submit"] + (["submit_not_overtaken"] if alone else [])
+            for kind in kinds:
+                samples[kind].append(sample)
         for label in (outcome.label or "-", "all"):
-            bucket = grouped.setdefault(label, {"submit": [], "change": []})
-            made, first = outcome.estimates[0]
-            if made <= outcome.submit + 1e-6:
-                bucket["submit"].append((abs(first - start), start - outcome.submit))
-            bucket["change"].extend((abs(e - start), start - at) for at, e in outcome.estimates)
+            bucket = grouped.setdefault(label, {kind: [] for kind in KINDS})
+            for kind in KINDS:
+                bucket[kind].extend(samples[kind])
     return {
         label: {kind: _errors(samples) for kind, samples in kinds.items()}
         for label, kinds in sorted(grouped.items())

@@ -70,8 +70,8 @@ class RunningJob:
         expected = self.job.expected_runtime_s
         if expected is None:
             return self.end_by_limit()
-        if now is not None:
-            expected = max(expected, 2 * (now - self.start_time))
+        if now is not None and now - self.start_time >= expected:
+            expected = 2 * (now - self.start_time)
         return min(self.start_time + expected, self.end_by_limit())
 
 

@@ -78,6 +78,7 @@ class JobOutcome:
     estimates: tuple[Estimate, ...]
     """Its estimated starts while it waited, first and at every change (oldest first)."""
     preempted: int
+    gpu_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +105,17 @@ def simulate(
     *,
     explain_every: int = 1,
     learn_runtimes: bool = True,
+    oracle_runtimes: bool = False,
     progress: Progress | None = None,
     progress_every: int = 1000,
 ) -> SimulationResult:
     """With `learn_runtimes`, jobs carry runtimes predicted from the runs that ended before
-    (`scheduler.history`), as the portal's controller gives them. `progress` is told every
-    `progress_every` arrivals (a what-if shows how far its replay is)."""
+    (`scheduler.history`), as the portal's controller gives them. `oracle_runtimes` (a
+    diagnosis, no scheduler has it) predicts every job's true runtime instead: what is left of
+    the estimates' error is then the projection's and the later arrivals'. `progress` is told
+    every `progress_every` arrivals (a what-if shows how far its replay is)."""
     simulation = _Simulation(trace, config, explain_every, learn_runtimes)
+    simulation.oracle = oracle_runtimes
     simulation.progress, simulation.progress_every = progress, max(progress_every, 1)
     return simulation.run()
 
@@ -140,6 +145,7 @@ class _Simulation:
         self.now = self.last = self.arrivals[0].request.submit_time if self.arrivals else 0.0
         self.progress: Progress | None = None
         self.progress_every = 1000
+        self.oracle = False
 
     def run(self) -> SimulationResult:
         next_arrival = 0
@@ -263,6 +269,9 @@ class _Simulation:
             self.violations += self._over_limit()
 
     def _predicted(self, job: JobRequest) -> JobRequest:
+        if self.oracle:
+            runtime = min(self.by_id[job.id].runtime_s, job.runtime_limit_s)
+            return replace(job, expected_runtime_s=runtime)
         return job if self.history is None else self.history.predicted(job)
 
     def _seq(self) -> int:
@@ -288,6 +297,7 @@ class _Simulation:
                 self.finish.get(job.request.id),
                 tuple(self.estimates.get(job.request.id, ())),
                 self.preempted.get(job.request.id, 0),
+                job.request.gpu_type,
             )
             for job in self.arrivals
         )

@@ -29,6 +29,8 @@ class Sweep:
         self._seq = 0
         self._events: list[Event] = []
         self._end_of: dict[JobId, float] = {}
+        self.ended: list[JobId] = []
+        """The jobs the last `advance` freed."""
         for end, job_id, placement in ends:
             self._push(end, job_id, placement)
 
@@ -59,7 +61,7 @@ class Sweep:
                 placement = find_placement(self.projected, nodes, gpus_per_node)
                 if placement is not None:
                     return self.time, placement
-            if not self._advance():
+            if not self.advance():
                 return None
 
     def counting(self) -> CountSweep:
@@ -71,7 +73,8 @@ class Sweep:
         ]
         return CountSweep(self.time, self.projected.free_total, ends)
 
-    def _advance(self) -> bool:
+    def advance(self) -> bool:
+        """Move the clock to the next projected end and free what ends then; False if none."""
         events = self._events
         while events:
             end, _, job_id, placement = events[0]
@@ -79,11 +82,13 @@ class Sweep:
                 heapq.heappop(events)  # superseded by a shorter end
                 continue
             self.time = end
+            self.ended = []
             while events and events[0][0] <= end:
                 _, _, job_id, placement = heapq.heappop(events)
                 if self._end_of.get(job_id) == end:
                     del self._end_of[job_id]
                     self.projected.give(placement)
+                    self.ended.append(job_id)
             return True
         return False
 

@@ -96,9 +96,10 @@ def test_a_claimant_is_told_when_gpus_free_elsewhere_if_sooner_than_the_grace_de
     assert [(p.job_id, p.for_job_id) for p in decisions.preemptions] == [(11, 1)]
     claimant = decisions.pending[1]
     assert claimant.reason.code is ReasonCode.PREEMPTING
-    # The projection puts it behind the gang (both start when bob's job stops, NOW + 300), but
-    # dave's node frees first and the claimant takes it: the estimate says so.
-    assert decisions.pending[2].estimated_start == NOW + 300
+    # Dave's node frees first and the claimant takes it (the gang needs two nodes): the
+    # estimate says so, and the gang, which then also waits for the claimant's node, is told
+    # the claimant's end (its limit, an hour), not bob's stop (NOW + 300).
+    assert decisions.pending[2].estimated_start == NOW + 50 + 3600
     assert claimant.estimated_start == NOW + 50
     assert claimant.estimated_start_range == (NOW + 50, NOW + 300)
 
@@ -119,3 +120,76 @@ def test_a_claimant_is_told_the_grace_deadline_when_nothing_frees_sooner() -> No
     assert claimant.reason.code is ReasonCode.PREEMPTING
     assert claimant.estimated_start == NOW + 300
     assert claimant.estimated_start_range == (NOW + 300, NOW + 300)
+
+
+def test_a_small_job_behind_a_gang_is_told_when_it_can_backfill() -> None:
+    """The gang ahead waits for two whole nodes (NOW + 5000); a GPU frees on n2 at NOW + 100
+    and the 1-GPU job behind the gang starts there, as the cycle's backfill lets it."""
+    long_one = running(job(10, "bob-lab", gpus=8, limit=5050.0), {"n1": 8})
+    short = running(job(11, "bob-lab", gpus=1, limit=150.0), {"n2": 1})
+    rest = running(job(12, "bob-lab", gpus=7, limit=5050.0), {"n2": 7})
+    state = snapshot(
+        queued=[
+            job(1, "carol-lab", nodes=2, gpus=8, submit=NOW - 200),
+            job(2, gpus=1, limit=600.0, submit=NOW - 100),
+        ],
+        running_jobs=[long_one, short, rest],
+        nodes=[node("n1", 0), node("n2", 0)],
+        quotas=[quota("alice-lab", 8, 8), quota("bob-lab", 16, 16), quota("carol-lab", 16, 16)],
+    )
+    pending = schedule(state, PolicyConfig()).pending
+    assert pending[1].estimated_start == NOW + 5000
+    assert pending[2].estimated_start == NOW + 100
+    assert pending[2].estimated_start_range is not None
+    assert pending[2].estimated_start_range[1] > NOW + 5000  # latest: behind the gang, no backfill
+
+
+def test_a_job_kept_off_gpus_held_for_a_reservation_is_not_told_now() -> None:
+    """n1 is free but held for the gang's reservation (both nodes at NOW + 1000); the 1-GPU job
+    behind would end after that, so it may not borrow them: it is not told "now"."""
+    state = snapshot(
+        queued=[
+            job(1, "carol-lab", nodes=2, gpus=8, submit=NOW - 200),
+            job(2, gpus=1, limit=7200.0, submit=NOW - 100),
+        ],
+        running_jobs=[running(job(10, "bob-lab", gpus=8, limit=1050.0), {"n2": 8})],
+        nodes=[node("n1", 8), node("n2", 0)],
+        quotas=[quota("alice-lab", 8, 8), quota("bob-lab", 8, 8), quota("carol-lab", 16, 16)],
+    )
+    decisions = schedule(state, PolicyConfig())
+    assert decisions.admissions == []
+    assert decisions.pending[1].estimated_start == NOW + 1000
+    # The gang takes both nodes at NOW + 1000 until its limit: the job starts after it.
+    assert decisions.pending[2].estimated_start == NOW + 1000 + 3600
+
+
+def test_the_projection_keeps_each_team_under_its_limit() -> None:
+    """Alice may hold one GPU: of her two jobs ahead only the first starts when a GPU frees
+    (NOW + 100); bob's job behind them takes the next one (NOW + 200), not her second."""
+    holders = [
+        running(job(10, "dave-lab", gpus=1, limit=150.0), {"n1": 1}),
+        running(job(11, "dave-lab", gpus=1, limit=250.0), {"n1": 1}),
+        running(job(12, "dave-lab", gpus=6, limit=9050.0), {"n1": 6}),
+    ]
+    state = snapshot(
+        queued=[
+            job(1, submit=NOW - 300),
+            job(2, submit=NOW - 200),
+            job(3, "bob-lab", submit=NOW - 100),
+        ],
+        running_jobs=holders,
+        nodes=[node("n1", 0)],
+        quotas=[quota("alice-lab", 1, 1), quota("bob-lab", 1, 1), quota("dave-lab", 8, 8)],
+    )
+    pending = schedule(state, PolicyConfig(policy=Policy.FIFO)).pending
+    assert pending[1].estimated_start == NOW + 100
+    assert pending[3].estimated_start == NOW + 200
+    assert pending[2].estimated_start == NOW + 100 + 3600  # when alice's first job gives it back
+
+
+def test_a_running_job_is_expected_to_run_on_only_once_past_its_prediction() -> None:
+    predicted = replace(job(1, limit=86_400.0), expected_runtime_s=100.0)
+    halfway = running(predicted, {"n1": 1}, started=NOW - 60)
+    assert halfway.end_expected(NOW) == NOW + 40  # its prediction, not twice what it has run
+    overrun = running(predicted, {"n1": 1}, started=NOW - 150)
+    assert overrun.end_expected(NOW) == NOW + 150  # past it: as long again as it has run
