@@ -55,6 +55,25 @@ def test_estimate_errors_are_median_and_p90_absolute_and_relative() -> None:
     assert small["change"]["n"] == 4
 
 
+def test_estimates_overtaken_by_a_later_arrival_are_counted_apart() -> None:
+    overtaker = replace(_outcome(9, 50.0, ()), submit=20.0)  # arrived at 20, started at 50
+    outcomes = [
+        # job 9 overtook the estimate made at 0 (it arrived later and started sooner), not the
+        # one made at 30 (it had arrived by then)
+        _outcome(1, 100.0, ((0.0, 60.0), (30.0, 100.0))),
+        _outcome(2, 40.0, ((0.0, 40.0),)),  # started before 9 did: not overtaken
+        overtaker,
+    ]
+    small = estimate_errors(outcomes)["small"]
+    assert small["change"]["n"] == 3
+    assert small["change_not_overtaken"]["n"] == 2  # job 1's second estimate and job 2's
+    assert small["submit"]["n"] == 2
+    assert small["submit_not_overtaken"]["n"] == 1 and small["submit_not_overtaken"]["p50_s"] == 0
+    other_type = replace(overtaker, gpu_type="a100-40g")  # another type's arrival passes no one
+    alone = estimate_errors([*outcomes[:2], other_type])["small"]
+    assert alone["submit_not_overtaken"]["n"] == 2
+
+
 def test_no_samples_reads_none_and_lost_work_is_not_usage() -> None:
     outcome = JobOutcome(1, "alice-lab", "", 8, 0.0, 0.0, 100.0, (), 1)
     result = SimulationResult((outcome,), 8, 1000.0, 200.0, 1, 1, 0.1, 0)
