@@ -62,6 +62,7 @@ class Cycle:
         """(team, type, nodes, gpus_per_node) -> (pool gains, end, latest hold) of a refusal."""
         self.preempt_failed: dict[tuple[str, str], int] = {}
         self.shapes = fits.shapes(snapshot.nodes)
+        self.never: dict[tuple[Any, ...], Reason | None] = {}
         self.hopeless: set[JobId] = set()
         """Jobs that cannot start as things are (`scheduler.fits`, a held team): never tried."""
         self.visited: list[JobRequest] = []
@@ -188,12 +189,22 @@ class Cycle:
         if held is not None:
             reason: Reason | None = Reason(ReasonCode.BUDGET_EXHAUSTED, held)
         else:
-            reason = fits.never_fits(job, self.ledger, self.config, self.shapes)
+            reason = self._never_fits(job)
         if reason is None:
             return False
         self.hopeless.add(job.id)
         self._wait(job, reason)
         return True
+
+    def _never_fits(self, job: JobRequest) -> Reason | None:
+        """`fits.never_fits`, remembered per team, type and shape for the cycle (the member
+        matters only where the member has a cap)."""
+        key: tuple[Any, ...] = (job.team, job.gpu_type, job.nodes, job.gpus_per_node)
+        if self.ledger.cap(job.team, job.member) is not None:
+            key += (job.member,)
+        if key not in self.never:
+            self.never[key] = fits.never_fits(job, self.ledger, self.config, self.shapes)
+        return self.never[key]
 
     def _consider(self, job: JobRequest) -> bool:
         gpu_type = job.gpu_type

@@ -7,7 +7,6 @@ instead of re-sorting the queue each cycle) with explanations optional.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from scheduler.config import PolicyConfig
 from scheduler.cycle import Cycle, run_cycle
@@ -18,6 +17,8 @@ from scheduler.pool import NodePool
 from scheduler.queue import QueueIndex
 
 _OWN_HOLDINGS = (ReasonCode.QUOTA_EXHAUSTED, ReasonCode.MEMBER_CAP)
+When = tuple[float | None, tuple[float, float] | None]
+"""(estimated start, its range), both None when the job cannot start as things are."""
 
 
 def schedule(snapshot: Snapshot, config: PolicyConfig, *, explain: bool = True) -> Decisions:
@@ -32,7 +33,7 @@ def decide(
 ) -> Decisions:
     """`snapshot.queued` is ignored: the queue is `queue`."""
     cycle = run_cycle(snapshot, queue, config, explain)
-    pending = _positioned(cycle, _pending(cycle)) if explain else {}
+    pending = _pending(cycle) if explain else {}
     return Decisions(
         cycle.admissions,
         cycle.preemptions,
@@ -53,20 +54,23 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     latest: dict[JobId, float | None] = {}
     expected: dict[JobId, float | None] = {}
     bounds: dict[str, LowerBound] = {}
+    holders = {r.job.id: (r.job.team, r.job.gpus) for r in cycle.holdings()}
     for gpu_type, waiting in by_type.items():
         latest.update(_latest(cycle, gpu_type, waiting))
-        expected.update(_expected(cycle, gpu_type, waiting))
+        expected.update(_expected(cycle, gpu_type, waiting, holders))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
     elsewhere: dict[str, LowerBound] = {}
     pending: dict[JobId, Pending] = {}
     releases: Releases | None = None
     reasons, now = cycle.reasons, cycle.now
-    for job in cycle.visited:
+    in_team: dict[str, int] = {}
+    for position, job in enumerate(cycle.visited, 1):
         job_id = job.id
         reason = reasons[job_id]
         last = latest.get(job_id)
+        when: When = (None, None)
         if job_id in hopeless:
-            pending[job_id] = Pending(reason, None, None)
+            pass
         elif last is not None:
             last = max(last, now)
             projected = expected.get(job_id)
@@ -78,23 +82,13 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
                 guess = _claimant_start(cycle, job, guess, elsewhere)
             floor = bounds[job.gpu_type].earliest(job.nodes * job.gpus_per_node, now)
             earliest = guess if floor is None else max(now, min(floor, guess))
-            pending[job_id] = Pending(reason, guess, (earliest, max(last, guess)))
+            when = (guess, (earliest, max(last, guess)))
         elif reason.code in _OWN_HOLDINGS:
             releases = releases or Releases(cycle.holdings())
-            pending[job_id] = _waiting_for_own(now, job, reason, releases)
-        else:
-            pending[job_id] = Pending(reason, None, None)
-    return pending
-
-
-def _positioned(cycle: Cycle, pending: dict[JobId, Pending]) -> dict[JobId, Pending]:
-    """Each waiting job's place in the whole queue and in its team's, in the policy's order."""
-    in_team: dict[str, int] = {}
-    for position, job in enumerate(cycle.visited, 1):
+            when = _waiting_for_own(now, job, reason, releases)
+        # its place in the whole queue and in its team's, in the policy's order
         in_team[job.team] = in_team.get(job.team, 0) + 1
-        pending[job.id] = replace(
-            pending[job.id], position=position, team_position=in_team[job.team]
-        )
+        pending[job_id] = Pending(reason, *when, position, in_team[job.team])
     return pending
 
 
@@ -112,15 +106,20 @@ def _latest(cycle: Cycle, gpu_type: str, waiting: list[JobRequest]) -> dict[JobI
     return forward_starts(pool, cycle.now, ends, waiting, cycle.reserved, _runtime_limit)
 
 
-def _expected(cycle: Cycle, gpu_type: str, waiting: list[JobRequest]) -> dict[JobId, float | None]:
-    """The expected projection: predicted runtimes, backfill, each team's limit."""
+def _expected(
+    cycle: Cycle,
+    gpu_type: str,
+    waiting: list[JobRequest],
+    holders: dict[JobId, tuple[str, int]],
+) -> dict[JobId, float | None]:
+    """The expected projection: predicted runtimes, backfill, each team's limit (`holders`:
+    the team and GPUs of each job holding GPUs, given back to the team at its end)."""
     pool, ends = _free_of_holds(cycle, gpu_type), cycle.ends(gpu_type, _expected_end(cycle.now))
     ledger = cycle.ledger
     room = {
         team: ledger.limit(team, gpu_type) - ledger.used.get((team, gpu_type), 0)
         for team in {job.team for job in waiting}
     }
-    holders = {r.job.id: (r.job.team, r.job.gpus) for r in cycle.holdings()}
     return backfilled_starts(pool, cycle.now, ends, waiting, _expected_runtime, room, holders)
 
 
@@ -163,16 +162,16 @@ def _claimant_start(
     return guess if sooner is None else max(cycle.now, min(guess, sooner))
 
 
-def _waiting_for_own(now: float, job: JobRequest, reason: Reason, releases: Releases) -> Pending:
+def _waiting_for_own(now: float, job: JobRequest, reason: Reason, releases: Releases) -> When:
     figures = reason.figures
     used, limit = int(figures.get("used", 0)), int(figures.get("limit", figures.get("cap", 0)))
     if job.gpus > limit:
-        return Pending(reason, None, None)
+        return None, None
     by_member = reason.code is ReasonCode.MEMBER_CAP
     excess = used + job.gpus - limit
     latest = releases.when(job, by_member, excess, pessimistic=True)
     if latest is None:
-        return Pending(reason, None, None)
+        return None, None
     estimate = releases.when(job, by_member, excess, pessimistic=False)
     latest, estimate = max(now, latest), max(now, min(estimate or latest, latest))
-    return Pending(reason, estimate, (estimate, latest))
+    return estimate, (estimate, latest)

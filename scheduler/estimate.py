@@ -80,16 +80,19 @@ def backfilled_starts(
     starts: dict[JobId, float | None] = {}
     room, holders = dict(room), dict(holders)
     remaining = list(waiting[:DETAILED])
+    smallest = min((job.gpus_per_node for job in remaining), default=0)
     # What could start now has: the cycle admitted it. The rest starts when something ends.
     while remaining and sweep.advance():
         for job_id in sweep.ended:
             holder = holders.get(job_id)
             if holder is not None:
                 room[holder[0]] = room.get(holder[0], 0) + holder[1]
+        if not sweep.projected.pods(smallest):
+            continue  # no waiting job fits yet: skip the walk
         left: list[JobRequest] = []
         failed: set[tuple[int, int]] = set()
         projected = sweep.projected
-        for job in remaining:
+        for index, job in enumerate(remaining):
             shape = (job.nodes, job.gpus_per_node)
             if shape in failed or room.get(job.team, 0) < job.gpus:
                 left.append(job)
@@ -105,6 +108,11 @@ def backfilled_starts(
             sweep.occupy(job.id, placement, sweep.time + duration(job))
             room[job.team] -= job.gpus
             holders[job.id] = (job.team, job.gpus)
+            if not projected.pods(smallest):  # full again: nobody else starts now
+                left.extend(remaining[index + 1 :])
+                break
+        if len(left) < len(remaining):
+            smallest = min((job.gpus_per_node for job in left), default=0)
         remaining = left
     for job in remaining:
         starts[job.id] = None
