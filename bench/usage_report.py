@@ -1,8 +1,8 @@
 """Usage reports on a year of a large cluster: a month's statements and `/api/v1/usage/`.
 
-Loads 1,000,000 usage segments (COPY) of 100 teams in 10 departments over the 12 months before
-the current one into a PostgreSQL database of its own (`usage_bench_<pid>`, dropped at the end),
-then measures, for the last of those months:
+Loads 1,000,000 usage segments (COPY, then their daily roll-up) of 100 teams in 10 departments
+over the 12 months before the current one into a PostgreSQL database of its own
+(`usage_bench_<pid>`, dropped at the end), then measures, for the last of those months:
 
 - `billing.statements.team_statements` for every team and department (110 statements, live
   drafts: nothing finalised), as the statements page and API work them out;
@@ -12,7 +12,9 @@ then measures, for the last of those months:
 
 Prints each figure beside its goal (statements <= 1 s; usage p99 <= 300 ms with 8 clients).
 
-    python bench/usage_report.py [--segments 1000000] [--requests 25] [--json]
+    python bench/usage_report.py [--segments 1000000] [--requests 25] [--json] [--keep]
+
+With `--keep` the database stays (its name is printed) for EXPLAIN and profiling.
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust; BENCH_DATABASE_URL overrides).
 Everything it talks to is on 127.0.0.1, and the run stops by itself. The segments are closed
@@ -147,14 +149,21 @@ def _segments(jobs: list[dict[str, Any]], count: int, start: datetime, end: date
 
 
 def _load(jobs: list[dict[str, Any]], count: int, start: datetime, end: datetime) -> float:
-    from django.db import connection
+    """COPY the segments in, then roll them up by day as their closing would have."""
+    from django.db import connection, transaction
+
+    from billing.models import UsageSegment
+    from billing.rollup import add_to_days
 
     began = time.perf_counter()
     with connection.cursor() as cursor:
         with cursor.cursor.copy(f"COPY billing_usagesegment ({COLUMNS}) FROM STDIN") as copy:
             for row in _segments(jobs, count, start, end):
                 copy.write_row(row)
+        with transaction.atomic():
+            add_to_days(UsageSegment.unscoped.order_by().iterator(chunk_size=10_000))
         cursor.execute("ANALYZE billing_usagesegment")
+        cursor.execute("ANALYZE billing_usageday")
     return time.perf_counter() - began
 
 
@@ -239,7 +248,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         statements = _time_statements(month)
         latencies = _serve(token, month, args.requests)
     finally:
-        _drop()
+        if args.keep:
+            print(f"kept database {DATABASE}", file=sys.stderr)
+        else:
+            _drop()
     cuts = quantiles(latencies, n=100)
     return {
         "segments": args.segments,
@@ -275,6 +287,7 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=25, help="per client")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
     figures = measure(args)
     if args.json:

@@ -1,4 +1,5 @@
-"""UsageSegment (a job's hold on its GPUs, one per run), the price book and queue multipliers."""
+"""UsageSegment (a job's hold on its GPUs, one per run) and its daily roll-up, the price book and
+queue multipliers."""
 
 from __future__ import annotations
 
@@ -65,6 +66,37 @@ class UsageSegment(TenantOwned):
 
     def __str__(self) -> str:
         return f"job {self.job_id} attempt {self.attempt}: {self.gpus} GPUs from {self.started_at}"
+
+
+class UsageDay(TenantOwned):
+    """The GPU time of the closed segments on one UTC day, by member, queue, GPU type and
+    credit: what a report over whole days reads instead of the month's segments. Added to in
+    the transaction that closes the segments (`billing.rollup.add_to_days`), so it is always
+    their sum; open segments are summed live (`billing.usage`)."""
+
+    day = models.DateField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    queue = models.ForeignKey(
+        "quotas.Queue", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    gpu_type = models.ForeignKey(
+        "quotas.GpuType", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    credited = models.BooleanField()
+    # Whole GPU-microseconds: sums stay exact on every database (SQLite's decimals are floats).
+    gpu_microseconds = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            # Its first column serves the reports' range of days.
+            models.UniqueConstraint(
+                fields=["day", "team", "user", "queue", "gpu_type", "credited"],
+                name="one_usage_day_per_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} team {self.team_id} user {self.user_id}: {self.gpu_microseconds} µs"
 
 
 class GpuPrice(models.Model):

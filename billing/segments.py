@@ -4,7 +4,8 @@ A segment opens when a job is admitted and closes when it leaves the states that
 in the transaction that moves the job: a move is written once (the state machine refuses a
 second), so its segment is too, whichever controller made it and however often it restarts.
 A flush costs one SELECT of the open segments it closes, one UPDATE for them and one INSERT
-for the new ones, whatever the number of jobs.
+for the new ones, whatever the number of jobs; a flush that closes some adds their GPU time to
+the daily roll-up (`UsageDay`) with one more statement.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from decimal import Decimal
 
 from base.bulk_update import update_rows
 from billing.models import CreditReason, UsageSegment
+from billing.rollup import add_to_days
 from jobs.models import HOLDING_STATES, JobEvent, State
 
 CLOSE_FIELDS = (
@@ -105,3 +107,4 @@ def record_moves(events: Sequence[JobEvent]) -> None:
                 closed.append(segment)
     update_rows(closed, CLOSE_FIELDS)
     UsageSegment.unscoped.bulk_create(opened)
+    add_to_days([*closed, *opened])  # an admission and its release in one flush: closed too

@@ -2,25 +2,31 @@
 
 Who sees what: an admin every team; a team's lead (or its department's) the whole team; a
 member their own jobs, and the team's totals only.
+
+A report not by job or day reads the closed segments' GPU time from their daily roll-up
+(`UsageDay`: a month of a busy cluster is a fraction of its segments' rows) and sums the open
+segments live, both in one snapshot of the database.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from billing.models import UsageSegment
+from billing.models import UsageDay, UsageSegment
 from billing.prices import PriceBook, cost, day_start
-from billing.segments import seconds_between
+from billing.rollup import days_between, one_snapshot
+from billing.segments import MICROSECONDS, seconds_between
 from quotas.models import GpuType, Queue
 from tenants.models import Membership, Role, Team
 
@@ -36,7 +42,10 @@ GROUPS = {
 }
 """What usage may be grouped by (besides "day"): the label each group shows."""
 GROUP_NAMES = (*GROUPS, "day")
+ROLLED_UP = {"team", "user", "gpu_type", "queue"}
+"""The groups the daily roll-up keeps: a report by these alone may read it."""
 ZERO = Decimal(0)
+Scoped = TypeVar("Scoped", UsageSegment, UsageDay)
 
 
 @dataclass(frozen=True)
@@ -111,12 +120,20 @@ def led_team_ids(user: AnyUser) -> set[int]:
     return led | set(Team.objects.filter(parent_id__in=led).values_list("id", flat=True))
 
 
+def _visible(rows: QuerySet[Scoped], user: AnyUser) -> QuerySet[Scoped]:
+    if user.is_staff:
+        return rows
+    return rows.filter(Q(team_id__in=led_team_ids(user)) | Q(user_id=user.pk))
+
+
 def visible_segments(user: AnyUser) -> QuerySet[UsageSegment]:
     """The segments whose details `user` may see."""
-    segments = UsageSegment.objects.for_user(user)
-    if user.is_staff:
-        return segments
-    return segments.filter(Q(team_id__in=led_team_ids(user)) | Q(user_id=user.pk))
+    return _visible(UsageSegment.objects.for_user(user), user)
+
+
+def visible_days(user: AnyUser) -> QuerySet[UsageDay]:
+    """The roll-up of the segments whose details `user` may see."""
+    return _visible(UsageDay.objects.for_user(user), user)
 
 
 def _overlapping(segments: QuerySet[UsageSegment], period: Period) -> QuerySet[UsageSegment]:
@@ -139,17 +156,10 @@ def _pieces(
     end = min(row["ended_at"] or now, period.ends)
     multiplier = book.multiplier(row["queue_id"])
     for begin, finish, price in book.pieces(row["gpu_type_id"], start, end):
-        for day_begin, day_end in _days(begin, finish) if by_day else [(begin, finish)]:
+        for day_begin, day_end in days_between(begin, finish) if by_day else [(begin, finish)]:
             gpu_seconds = row["gpus"] * seconds_between(day_begin, day_end)
             if gpu_seconds:
                 yield day_begin.date(), gpu_seconds, cost(gpu_seconds, price, multiplier)
-
-
-def _days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime]]:
-    while start < end:
-        midnight = day_start(start.date() + timedelta(days=1))
-        yield start, min(midnight, end)
-        start = midnight
 
 
 def _daily_parts(
@@ -205,29 +215,45 @@ def _window_sums(
         yield row, row["gpus"] * seconds_between(begin, begin + row["held"])
 
 
+def _day_sums(
+    days: QuerySet[UsageDay], keys: list[str], begin: datetime, end: datetime
+) -> Iterator[tuple[dict[str, Any], Decimal]]:
+    """Each group's GPU-seconds of closed segments in [begin, end), whole days (a price window
+    begins and ends at midnight), from the roll-up."""
+    in_window = days.filter(day__gte=begin.date(), day__lt=end.date()).order_by()
+    for row in in_window.values(*keys).annotate(held=Sum("gpu_microseconds")):
+        yield row, Decimal(row["held"]) / MICROSECONDS
+
+
 def _summed_parts(
     segments: QuerySet[UsageSegment],
     period: Period,
     group_by: Sequence[str],
     book: PriceBook,
     now: datetime,
+    days: QuerySet[UsageDay] | None,
 ) -> Iterator[Part]:
     """Summed by the database, per price window, by ids (labels are looked up after): the
-    GPU-seconds of each group with what prices them (GPU type, queue). A month of a busy
-    cluster is too many segments to add up one by one in Python for each page and statement."""
+    GPU-seconds of each group with what prices them (GPU type, queue), each priced once. A
+    month of a busy cluster is too many segments to add up one by one in Python for each page
+    and statement. With `days` (the roll-up of `segments`), only the open segments are read."""
     ids = [f"{name}_id" for name in group_by]
     keys = list(dict.fromkeys([*ids, "team_id", "gpu_type_id", "queue_id", "credited"]))
-    sums = [
-        (begin, row, gpu_seconds)
-        for begin, end in _windows(period, book)
-        for row, gpu_seconds in _window_sums(segments, keys, begin, end, now)
-        if gpu_seconds
-    ]
+    if days is not None:
+        segments = segments.filter(ended_at__isnull=True)
+    held: dict[tuple[datetime, tuple[Any, ...]], Decimal] = defaultdict(Decimal)
+    with one_snapshot():
+        for begin, end in _windows(period, book):
+            for row, gpu_seconds in _window_sums(segments, keys, begin, end, now):
+                held[begin, tuple(row[k] for k in keys)] += gpu_seconds
+            for row, gpu_seconds in _day_sums(days, keys, begin, end) if days is not None else ():
+                held[begin, tuple(row[k] for k in keys)] += gpu_seconds
+    sums = [(begin, dict(zip(keys, key, strict=True)), s) for (begin, key), s in held.items() if s]
     labels = {
         name: _labels(name, (row[f"{name}_id"] for _, row, _ in sums))
         for name in {*group_by, "team"}
     }
-    for begin, row, gpu_seconds in sums:
+    for begin, row, gpu_seconds in sorted(sums, key=lambda part: (part[0], *part[1].values())):
         price = book.price_at(row["gpu_type_id"], begin)
         amount = cost(gpu_seconds, price, book.multiplier(row["queue_id"]))
         key = tuple(labels[name][row[f"{name}_id"]] for name in group_by)
@@ -243,12 +269,19 @@ def fold(
     group_by: Sequence[str],
     book: PriceBook,
     now: datetime,
+    days: QuerySet[UsageDay] | None = None,
 ) -> tuple[Rows, dict[str, Figures]]:
-    """The segments' usage in `period`: by the groups (names in GROUP_NAMES), and by team."""
+    """The segments' usage in `period`: by the groups (names in GROUP_NAMES), and by team.
+    `days`, the roll-up of the same segments (the same scope), is read instead of the closed
+    ones where the groups allow it."""
     rows: Rows = {}
     teams: dict[str, Figures] = {}
-    parts = _daily_parts if "day" in group_by else _summed_parts
-    for key, team, gpu_seconds, amount, credited in parts(segments, period, group_by, book, now):
+    if "day" in group_by:
+        parts = _daily_parts(segments, period, group_by, book, now)
+    else:
+        rolled_up = days if days is not None and ROLLED_UP.issuperset(group_by) else None
+        parts = _summed_parts(segments, period, group_by, book, now, rolled_up)
+    for key, team, gpu_seconds, amount, credited in parts:
         rows.setdefault(key, Figures()).add(gpu_seconds, amount, credited)
         teams.setdefault(team, Figures()).add(gpu_seconds, amount, credited)
     return rows, dict(sorted(teams.items()))
@@ -266,13 +299,14 @@ def usage_report(
     of `team` alone when given (one the caller has checked `user` may see)."""
     now = now or timezone.now()
     book = PriceBook.load()
-    details = visible_segments(user)
-    totals = UsageSegment.objects.for_user(user)
+    details, details_days = visible_segments(user), visible_days(user)
+    totals, totals_days = UsageSegment.objects.for_user(user), UsageDay.objects.for_user(user)
     if team is not None:
         details, totals = details.filter(team=team), totals.filter(team=team)
-    rows, team_totals = fold(details, period, group_by, book, now)
+        details_days, totals_days = details_days.filter(team=team), totals_days.filter(team=team)
+    rows, team_totals = fold(details, period, group_by, book, now, details_days)
     if not user.is_staff:  # an admin's details are every segment: their totals are those
-        team_totals = fold(totals, period, (), book, now)[1]
+        team_totals = fold(totals, period, (), book, now, totals_days)[1]
     return Report(period, tuple(group_by), rows, team_totals)
 
 

@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from billing.models import UsageSegment
+from billing.rollup import add_to_days
 from billing.segments import seconds_between
 from jobs.models import Job, JobEvent, State
 from quotas.models import GpuType, Queue
@@ -162,5 +163,5 @@ def seed_history(teams: dict[str, Team], owners: dict[str, list[User]]) -> int:
     jobs = _create_stamped(Job, [_job(run) for run in runs], "submitted_at")
     done = list(zip(jobs, runs, strict=True))
     _create_stamped(JobEvent, [event for job, run in done for event in _events(job, run)], "at")
-    UsageSegment.unscoped.bulk_create([_segment(job, run) for job, run in done])
+    add_to_days(UsageSegment.unscoped.bulk_create([_segment(job, run) for job, run in done]))
     return len(jobs)

@@ -44,6 +44,9 @@ ADAPTERS = {
     "once (base/rows.py; tests/tenants/test_tokens_read.py)",
     "tenants/me.py": "/api/v1/me/ in one statement written once: 0.9-1.5 ms of CPU against "
     "2.9-3.4 ms (tests/tenants/test_me.py)",
+    "billing/rollup.py": "the daily usage roll-up: an upsert that adds to the row it meets "
+    "(bulk_create's update_conflicts overwrites), and a REPEATABLE READ snapshot for reading it "
+    "with the open segments (tests/billing/test_usage_rollup.py)",
 }
 """Module: why it may use internals or send its own SQL. Keep this list short."""
 

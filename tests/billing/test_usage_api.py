@@ -3,6 +3,7 @@ multipliers; who sees what; bad input refused naming the parameter."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 
 from audit.models import AuditEvent
 from billing.actions import set_gpu_price, set_queue_multiplier
+from billing.api import UsageSerializer, usage_body
 from billing.models import GpuPrice
+from billing.usage import month_period, usage_report
 from jobs.models import State
 from quotas.models import Queue
 from tests.billing.conftest import FakeClock, ran
@@ -123,6 +126,18 @@ def test_bad_usage_queries_are_refused_naming_the_parameter(
     response = api_as(world.bob).get("/api/v1/usage/", params)
     assert response.status_code == 400
     assert list(response.json()) == [field]
+
+
+@pytest.mark.parametrize("group_by", ["team", "team,gpu_type,queue,user", "job", "day,team"])
+def test_the_answer_is_what_the_documented_serializer_gives(
+    november: World, group_by: str
+) -> None:
+    """The view returns `usage_body` without serializing it again: the two must agree."""
+    body = _usage(november.admin, period="2026-11", group_by=group_by)
+    period = month_period("2026-11")
+    report = usage_report(november.admin, period, group_by.split(","), now=_at(30, 12))
+    assert body["rows"], "nothing to compare"
+    assert body == json.loads(json.dumps(UsageSerializer(usage_body(report)).data))
 
 
 def test_anonymous_callers_get_no_usage(world: World) -> None:
