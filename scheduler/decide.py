@@ -62,7 +62,8 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     elsewhere: dict[str, LowerBound] = {}
     pending: dict[JobId, Pending] = {}
     releases: Releases | None = None
-    reasons, now = cycle.reasons, cycle.now
+    reasons, now, reserved = cycle.reasons, cycle.now, cycle.reserved
+    floors: dict[tuple[str, int], float | None] = {}  # a few sizes per type: one bisect each
     in_team: dict[str, int] = {}
     for position, job in enumerate(cycle.visited, 1):
         job_id = job.id
@@ -72,17 +73,20 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
         if job_id in hopeless:
             pass
         elif last is not None:
-            last = max(last, now)
+            last = last if last > now else now
             projected = expected.get(job_id)
-            if projected is None or job_id in cycle.reserved:
+            if projected is None or job_id in reserved:
                 # a reservation holds: backfill cannot delay the job past it
-                projected = min(projected or last, last)
-            guess = max(now, projected)
+                projected = last if projected is None or projected > last else projected
+            guess = projected if projected > now else now
             if reason.code is ReasonCode.PREEMPTING:
                 guess = _claimant_start(cycle, job, guess, elsewhere)
-            floor = bounds[job.gpu_type].earliest(job.nodes * job.gpus_per_node, now)
-            earliest = guess if floor is None else max(now, min(floor, guess))
-            when = (guess, (earliest, max(last, guess)))
+            size = (job.gpu_type, job.nodes * job.gpus_per_node)
+            if size not in floors:
+                floors[size] = bounds[size[0]].earliest(size[1], now)
+            floor = floors[size]
+            earliest = guess if floor is None or floor >= guess else max(now, floor)
+            when = (guess, (earliest, last if last > guess else guess))
         elif reason.code in _OWN_HOLDINGS:
             releases = releases or Releases(cycle.holdings())
             when = _waiting_for_own(now, job, reason, releases)
