@@ -2,7 +2,9 @@
 
 Serves the portal on PostgreSQL (a fresh database `portal_bench` per server), creates one user
 and API token per client, then each client alternates POST /api/v1/jobs/ and GET /api/v1/me/.
-Prints submissions/s and p50/p99 latency of both for each server, side by side:
+Prints submissions/s and p50/p99 latency of both for each server, side by side, and the CPU
+each submit + `/me/` pair cost the server's processes and PostgreSQL's (the kernel's accounting
+over the run: less noisy than the wall figures on a shared machine):
 
 - gunicorn: the `web` role as the image runs it (deploy/image/entrypoint.sh): `portal.wsgi` in
   `--workers` processes of `--threads` threads each;
@@ -38,6 +40,66 @@ from bench.postgres import ROOT, environment, fresh_database
 DATABASE = "portal_bench"
 ENTRYPOINT = ROOT / "deploy" / "image" / "entrypoint.sh"
 SERVERS = ("gunicorn", "uvicorn")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (0 for one gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and its descendants (the server's workers)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            parents.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, []))
+    return found
+
+
+def _backends(database: str) -> list[int]:
+    """The PostgreSQL sessions of the bench's database (those the server opened)."""
+    sql = (
+        f"SELECT pid FROM pg_stat_activity WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+    )
+    out = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", database, "-Atc", sql],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return [int(word) for word in out.stdout.split()]
+
+
+def _cpu_snapshot(server: int, database: str) -> dict[str, dict[int, float]]:
+    return {
+        "server": {pid: _cpu_seconds(pid) for pid in _process_tree(server)},
+        "postgres": {pid: _cpu_seconds(pid) for pid in _backends(database)},
+    }
+
+
+def _cpu_used(
+    before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]
+) -> dict[str, float]:
+    """CPU seconds each side used between two snapshots (a process new since counts from 0)."""
+    return {
+        side: sum(cpu - before[side].get(pid, 0.0) for pid, cpu in after[side].items())
+        for side in after
+    }
 
 
 def _free_port() -> int:
@@ -149,6 +211,7 @@ async def _run(base: str, tokens: list[str], seconds: float) -> dict[str, float]
         "me_p99_ms": m99,
         "submit_to_me_ratio": len(submit_ms) / len(me_ms),
         "submit_vs_me_p50_ratio": s50 / m50,
+        "elapsed_s": elapsed,
     }
 
 
@@ -188,7 +251,15 @@ def measure(server: str, args: argparse.Namespace) -> dict[str, float]:
     process = subprocess.Popen(_command(server), env=_server_env(port, args), cwd=ROOT)
     try:
         _wait_up(base, process)
-        return asyncio.run(_run(base, tokens, args.seconds))
+        before, client = _cpu_snapshot(process.pid, args.database), time.process_time()
+        figures = asyncio.run(_run(base, tokens, args.seconds))
+        client = time.process_time() - client
+        used = _cpu_used(before, _cpu_snapshot(process.pid, args.database))
+        pairs = figures["submissions_per_s"] * figures["elapsed_s"]
+        figures["server_cpu_ms_per_pair"] = used["server"] * 1000 / pairs
+        figures["postgres_cpu_ms_per_pair"] = used["postgres"] * 1000 / pairs
+        figures["client_cpu_ms_per_pair"] = client * 1000 / pairs
+        return figures
     finally:
         process.terminate()
         process.wait(timeout=20)
@@ -202,12 +273,13 @@ def _print(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> No
     )
     print(
         f"  {'server':<9} {'submit/s':>9} {'p50 ms':>7} {'p99 ms':>7}   "
-        f"{'/me/ p50':>8} {'/me/ p99':>8}"
+        f"{'/me/ p50':>8} {'/me/ p99':>8}   CPU ms per submit + /me/: server, PostgreSQL"
     )
     for server, f in results.items():
         print(
             f"  {server:<9} {f['submissions_per_s']:9.1f} {f['submit_p50_ms']:7.1f}"
             f" {f['submit_p99_ms']:7.1f}   {f['me_p50_ms']:8.1f} {f['me_p99_ms']:8.1f}"
+            f"   {f['server_cpu_ms_per_pair']:6.2f} {f['postgres_cpu_ms_per_pair']:6.2f}"
         )
     if len(results) == 2:
         rate = results["gunicorn"]["submissions_per_s"] / results["uvicorn"]["submissions_per_s"]
