@@ -1,14 +1,14 @@
 """Running one GPU type forward in time over the expected ends of its jobs.
 
-Used twice per cycle: to reserve GPUs for blocked jobs (so backfill cannot delay them) and to
-estimate when every waiting job starts. Jobs are taken in policy order and the clock only moves
-forward, so one sweep costs O(ends + jobs) fit checks for the whole queue, not a re-run per job:
-this is the "run the policy forward" of the design, without backfill in the projection (which
-makes the estimates slightly pessimistic, never optimistic about jobs ahead).
+Used three times per cycle: to reserve GPUs for blocked jobs (so backfill cannot delay them),
+for the pessimistic estimate of when every waiting job starts, and under the expected estimate
+(`scheduler.estimate.backfilled_starts`, which walks the queue at each `advance`). `find` takes
+jobs in policy order with a clock that only moves forward, so one sweep costs O(ends + jobs)
+fit checks for the whole queue, not a re-run per job: the pessimistic projection has no
+backfill, so it is never optimistic about jobs ahead.
 
 Each projected job occupies its GPUs from now until its end; taking them from now rather than
-from its projected start is conservative and keeps later reservations from ever overlapping it.
-"""
+from its projected start is conservative and keeps later reservations from ever overlapping it."""
 
 from __future__ import annotations
 
