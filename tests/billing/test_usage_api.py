@@ -129,9 +129,7 @@ def test_bad_usage_queries_are_refused_naming_the_parameter(
 
 
 @pytest.mark.parametrize("group_by", ["team", "team,gpu_type,queue,user", "job", "day,team"])
-def test_the_answer_is_what_the_documented_serializer_gives(
-    november: World, group_by: str
-) -> None:
+def test_the_answer_is_what_the_documented_serializer_gives(november: World, group_by: str) -> None:
     """The view returns `usage_body` without serializing it again: the two must agree."""
     body = _usage(november.admin, period="2026-11", group_by=group_by)
     period = month_period("2026-11")
