@@ -54,7 +54,8 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
     latest: dict[JobId, float | None] = {}
     expected: dict[JobId, float | None] = {}
     bounds: dict[str, LowerBound] = {}
-    holders = {r.job.id: (r.job.team, r.job.gpus) for r in cycle.holdings()}
+    holdings = cycle.holdings()
+    holders = {r.job.id: (r.job.team, r.job.gpus) for r in holdings}
     for gpu_type, waiting in by_type.items():
         latest.update(_latest(cycle, gpu_type, waiting))
         expected.update(_expected(cycle, gpu_type, waiting, holders))
@@ -88,7 +89,7 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             earliest = guess if floor is None or floor >= guess else max(now, floor)
             when = (guess, (earliest, last if last > guess else guess))
         elif reason.code in _OWN_HOLDINGS:
-            releases = releases or Releases(cycle.holdings())
+            releases = releases or Releases(holdings)
             when = _waiting_for_own(now, job, reason, releases)
         # its place in the whole queue and in its team's, in the policy's order
         in_team[job.team] = in_team.get(job.team, 0) + 1
