@@ -60,11 +60,16 @@ _REQUEST = (
     "attempts",  # last: `_holding` reads it by position
 )
 _RUNNING = ("started_at", "admitted_at", "placement", "grace_until", "preempted_for_id")
+_QUEUED = (*_REQUEST, "preempted_for_id")
+"""A queued job's `preempted_for` is the job it was stopped for, which it yields to."""
 
 
-def _request(row: tuple[Any, ...], stops: int | None = None) -> JobRequest:
+def _request(
+    row: tuple[Any, ...], stops: int | None = None, yields_to: int | None = None
+) -> JobRequest:
     """A job's request; `stops`: times it was stopped and queued again (by default, a queued
-    job's admissions so far: each of them ended in a stop)."""
+    job's admissions so far: each of them ended in a stop); `yields_to`: the job a queued one
+    was preempted for."""
     job_id, team, member, gpu_type, nodes, gpus, submitted, max_runtime, *rest = row
     priority, preemptible, image, attempts = rest
     return JobRequest(
@@ -80,6 +85,7 @@ def _request(row: tuple[Any, ...], stops: int | None = None) -> JobRequest:
         preemptible=preemptible,
         image=image,
         restarts=attempts if stops is None else stops,
+        yields_to=yields_to,
     )
 
 
@@ -285,9 +291,10 @@ class QueuedRequests:
         history = self._history
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start : start + 1000]
-            rows = Job.unscoped.filter(pk__in=chunk, state=State.QUEUED).values_list(*_REQUEST)
+            rows = Job.unscoped.filter(pk__in=chunk, state=State.QUEUED).values_list(*_QUEUED)
             for row in sorted(rows):
-                request = self._known[row[0]] = history.predicted(_request(row))
+                request = history.predicted(_request(row[:-1], yields_to=row[-1]))
+                self._known[row[0]] = request
                 self.index.add(request)
                 self._checksum.add(row[0])
         if out_of_order:  # a job queued again, or a submission that committed late

@@ -38,6 +38,7 @@ TEMPLATES: Mapping[ReasonCode, Promise] = {
         "can never start as things are: %(field)s %(requested)s requested, "
         "%(limit_by)s allows %(limit)s"
     ),
+    ReasonCode.YIELDING: _("preempted for job %(for_job)s, which starts first"),
     ReasonCode.BUDGET_EXHAUSTED: _(
         "team budget used up: %(spent)s of %(budget)s %(currency)s spent this month"
     ),
@@ -53,6 +54,7 @@ LABELS: Mapping[ReasonCode, Promise] = {
     ReasonCode.BACKFILL_BLOCKED: pgettext_lazy("pending reason", "Held for a larger job"),
     ReasonCode.PREEMPTING: pgettext_lazy("pending reason", "Preempting"),
     ReasonCode.NEVER_FITS: pgettext_lazy("pending reason", "Never fits"),
+    ReasonCode.YIELDING: pgettext_lazy("pending reason", "Yielding to its preemptor"),
     ReasonCode.BUDGET_EXHAUSTED: pgettext_lazy("pending reason", "Budget used up"),
 }
 """A few words for each code, where a page shows the code itself (its reason follows)."""

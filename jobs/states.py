@@ -160,9 +160,13 @@ def transition(
         setattr(job, stamp, now)
         changed.append(stamp)
     if to_state == State.QUEUED:
-        # Back in the queue: nothing of the previous attempt's placement or preemption remains.
+        # Back in the queue: nothing of the previous attempt's placement or notice remains. A
+        # preempted job keeps the job it was stopped for, and does not start before it
+        # (`scheduler.JobRequest.yields_to`); it lets go when it leaves the queue.
         job.placement, job.admitted_at, job.started_at, job.k8s_name = {}, None, None, ""
-        job.grace_until, job.preempted_for = None, None
+        job.grace_until = None
+        if from_state != State.PREEMPTED:
+            job.preempted_for = None
         changed += [
             "placement",
             "admitted_at",
@@ -171,6 +175,9 @@ def transition(
             "grace_until",
             "preempted_for",
         ]
+    elif from_state == State.QUEUED and job.preempted_for_id is not None:
+        job.preempted_for = None
+        changed.append("preempted_for")
     if to_state != State.QUEUED:
         job.pending_code, job.pending_message, job.pending_figures = "", "", {}
         job.estimated_start = job.estimated_start_latest = None

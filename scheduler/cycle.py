@@ -49,6 +49,7 @@ class Cycle:
         self.admitted: dict[str, list[tuple[float, JobId, Placement]]] = {}
         self.stopped: dict[JobId, float] = {}
         self.started: list[RunningJob] = []
+        self.started_ids: set[JobId] = set()
         self.sweeps: dict[str, Sweep] = {}
         self.reserved: dict[JobId, tuple[float, Placement]] = {}
         self.reservations: dict[str, int] = {}
@@ -210,6 +211,8 @@ class Cycle:
         gpu_type = job.gpu_type
         if self._hopeless(job):  # not ahead of anyone: it takes nothing
             return False
+        if job.yields_to is not None and self._yields(job, job.yields_to):
+            return False
         self.ahead[gpu_type] = self.ahead.get(gpu_type, 0) + 1
         pool = self.pools.get(gpu_type)
         if pool is None:
@@ -238,6 +241,18 @@ class Cycle:
             self._wait(job, self._block(job, pool))
         return False
 
+    def _yields(self, job: JobRequest, claimant_id: JobId) -> bool:
+        """Was `job` preempted for a job that still waits, and could start? Then it waits for
+        that job, ahead of no one: else it would take back the GPUs it was stopped to free, and
+        be stopped again for the same job (a preemption that bought nothing)."""
+        claimant = self.queue.by_id.get(claimant_id)
+        if claimant is None or claimant.id in self.started_ids:
+            return False
+        if claimant.team in self.snapshot.holds or self._never_fits(claimant) is not None:
+            return False
+        self._wait(job, Reason(ReasonCode.YIELDING, {"for_job": claimant.id}))
+        return True
+
     def _stalled(self, job: JobRequest) -> bool:
         """Was a job of the same team and shape, running no longer, refused since GPUs last
         came back? Then this one is not tried either (no placement, preemption or reservation):
@@ -258,6 +273,8 @@ class Cycle:
     def _explain_only(self, job: JobRequest) -> None:
         """A job of a stream where nothing can start: its reason, with no side effects."""
         if self._hopeless(job):
+            return
+        if job.yields_to is not None and self._yields(job, job.yields_to):
             return
         self.ahead[job.gpu_type] = self.ahead.get(job.gpu_type, 0) + 1
         pool = self.pools.get(job.gpu_type)
@@ -316,6 +333,7 @@ class Cycle:
         self.admissions.append(Admission(job.id, placement))
         self.admitted.setdefault(job.gpu_type, []).append((end, job.id, placement))
         self.started.append(RunningJob(job, self.now, placement))
+        self.started_ids.add(job.id)
         sweep = self.sweeps.get(job.gpu_type)
         if sweep is not None:
             sweep.occupy(job.id, placement, end)
@@ -392,8 +410,7 @@ class Cycle:
         this cycle on GPUs that were free (a claimant placed now never uses stopping GPUs)."""
         if not self.claims:
             return []
-        waiting = {job.id for stream in self.queue.streams.values() for job in stream.jobs}
-        started = {admission.job_id for admission in self.admissions}
+        waiting, started = self.queue.by_id, self.started_ids
         return sorted(
             victim.job.id
             for claimant, victims in self.claims.items()

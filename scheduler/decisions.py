@@ -30,6 +30,9 @@ class ReasonCode(StrEnum):
     NEVER_FITS = "NEVER_FITS"
     """The job asks for more than its quota, its owner's cap or the cluster's nodes allow: it
     cannot start until that setting changes. `limit_by` names the setting (`fits.LIMITS`)."""
+    YIELDING = "YIELDING"
+    """Preempted for a job that still waits: it does not start before that job (figure
+    `for_job`), so as not to take back the GPUs its preemption freed."""
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
     """The team has spent its month's budget and its budget stops new jobs (`Snapshot.holds`):
     none of its jobs starts until the budget is raised or the month ends. Figures: `spent`,
@@ -50,6 +53,7 @@ _TEMPLATES: Mapping[ReasonCode, str] = {
     ReasonCode.PREEMPTING: "waiting for {victims} preempted jobs to stop within {wait_s} s",
     ReasonCode.NEVER_FITS: "can never start as things are: {field} {requested} requested, "
     "{limit_by} allows {limit}",
+    ReasonCode.YIELDING: "preempted for job {for_job}, which starts first",
     ReasonCode.BUDGET_EXHAUSTED: "team budget used up: {spent} of {budget} {currency} spent "
     "this month",
 }

@@ -41,6 +41,9 @@ class JobRequest:
     """The container image: runtimes are learnt per member, image and size."""
     restarts: int = 0
     """Times it was stopped before and put back in the queue (`PolicyConfig.max_preemptions`)."""
+    yields_to: JobId | None = None
+    """The job it was last preempted for: while that job waits, this one does not start (else
+    it would take back the GPUs it was stopped to free, and be preempted again)."""
     gpus: int = field(init=False, repr=False, compare=False)
     """nodes x gpus_per_node, kept: a cycle at scale asks it some 70,000 times."""
 

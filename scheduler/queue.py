@@ -105,6 +105,7 @@ class QueueIndex:
     def __init__(self) -> None:
         self.streams: dict[StreamKey, Stream] = {}
         self.size = 0
+        self.by_id: dict[JobId, JobRequest] = {}
 
     @classmethod
     def from_jobs(cls, jobs: Iterable[JobRequest]) -> QueueIndex:
@@ -122,6 +123,7 @@ class QueueIndex:
             stream.runtime_limit = Smallest.of(job.runtime_limit_s for job in members)
             stream.submit_time = Smallest.of(job.submit_time for job in members)
             index.size += len(members)
+            index.by_id.update((job.id, job) for job in members)
         return index
 
     def add(self, job: JobRequest) -> None:
@@ -131,6 +133,7 @@ class QueueIndex:
             stream = self.streams[key] = Stream(key)
         stream.add(job)
         self.size += 1
+        self.by_id[job.id] = job
 
     def remove(self, job: JobRequest) -> None:
         stream = self.streams.get((job.team, job.gpu_type))
@@ -138,6 +141,8 @@ class QueueIndex:
             before = len(stream.jobs)
             stream.remove(job)
             self.size -= before - len(stream.jobs)
+            if before > len(stream.jobs):
+                del self.by_id[job.id]
 
     def sorted_streams(self) -> list[Stream]:
         return [self.streams[key] for key in sorted(self.streams) if self.streams[key].jobs]

@@ -191,7 +191,7 @@ class _Simulation:
         elif running.grace_until is not None and running.grace_until <= self.now + EPSILON_S:
             self.preempted[job_id] = self.preempted.get(job_id, 0) + 1
             self.lost += running.job.gpus * (self.now - running.start_time)
-            self.queue.add(self._predicted(running.job))
+            self.queue.add(self._predicted(replace(running.job, yields_to=running.preempted_for)))
         else:
             return
         del self.running[job_id]

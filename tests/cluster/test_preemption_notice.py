@@ -16,6 +16,7 @@ from cluster.manifests import (
     PODINFO_DIR,
     sigterm_lead,
 )
+from cluster.snapshot import QueuedRequests
 from jobs.actions import cancel_job
 from jobs.models import Job, State
 from notifications.models import Notification
@@ -108,6 +109,22 @@ def test_a_victim_runs_on_when_the_job_it_made_room_for_no_longer_waits(
         f"Preemption of job {low.name} ({low.pk}) withdrawn",
     ]
     assert State.PREEMPTED not in {e.to_state for e in low.events.all()}
+
+
+def test_a_stopped_victim_yields_to_the_job_it_was_stopped_for(cluster: Cluster) -> None:
+    """Back in the queue, the victim keeps the job it was stopped for, the scheduler's
+    snapshot says it yields to it, and it lets go when it is admitted again."""
+    low, high = _preempted(cluster)
+    cluster.drive(lambda: cluster.state(low) == State.QUEUED)
+    assert _fresh(low).preempted_for_id == high.pk and low.grace_until is None
+    assert low.state == State.QUEUED
+    queued = {request.id: request for request in QueuedRequests().current()}
+    assert queued[low.pk].yields_to == high.pk
+    cluster.drive(lambda: cluster.state(low) == State.RUNNING)
+    assert _fresh(low).preempted_for_id is None
+    restarted = low.events.filter(to_state=State.ADMITTED).order_by("-at").first()
+    admitted = high.events.get(to_state=State.ADMITTED)
+    assert restarted is not None and admitted.at <= restarted.at
 
 
 def test_a_job_that_can_never_start_tells_its_owner_and_leads_once(cluster: Cluster) -> None:

@@ -1,0 +1,72 @@
+"""A preempted job does not start before the job it was stopped for (`JobRequest.yields_to`).
+
+Without this, a victim put back in the queue ahead of its claimant (older, or of a team whose
+share fell when it lost its GPUs) takes its GPUs back at once, and is stopped again for the same
+job: two preemptions, twice the work thrown away, and the claimant no better off.
+"""
+
+from dataclasses import replace
+
+from scheduler import JobRequest, Policy, ReasonCode, schedule
+from scheduler.simulate import Trace, TraceJob, simulate
+from tests.scheduler.builders import NOW, config, job, node, quota, snapshot
+
+QUOTAS = [quota("alice-lab", 8, 16), quota("bob-lab", 0, 16)]
+
+
+def _victim(claimant: int | None) -> JobRequest:
+    """bob's job, stopped for `claimant` and queued again; submitted long before alice's."""
+    return replace(job(10, "bob-lab", gpus=8, submit=NOW - 5000), yields_to=claimant)
+
+
+def test_a_preempted_job_waits_while_its_claimant_does() -> None:
+    queued = [_victim(1), job(1, "alice-lab", gpus=8, submit=NOW - 10)]
+    decisions = schedule(snapshot(queued, [], [node("n1", 8)], QUOTAS), config())
+    assert [a.job_id for a in decisions.admissions] == [1]
+    reason = decisions.pending[10].reason
+    assert reason.code is ReasonCode.YIELDING and reason.figures == {"for_job": 1}
+    assert reason.message == "preempted for job 1, which starts first"
+
+
+def test_it_starts_once_its_claimant_has_left_the_queue() -> None:
+    decisions = schedule(snapshot([_victim(1)], [], [node("n1", 8)], QUOTAS), config())
+    assert [a.job_id for a in decisions.admissions] == [10]
+
+
+def test_it_starts_beside_a_claimant_admitted_earlier_in_the_cycle() -> None:
+    claimant = job(1, "alice-lab", gpus=8, submit=NOW - 10, priority=10)
+    queued = [_victim(1), claimant]
+    nodes = [node("n1", 8), node("n2", 8)]
+    decisions = schedule(snapshot(queued, [], nodes, QUOTAS), config(policy=Policy.CAPACITY))
+    assert sorted(a.job_id for a in decisions.admissions) == [1, 10]
+
+
+def test_it_does_not_wait_for_a_claimant_that_can_never_start() -> None:
+    """alice's quota was lowered below her job since: waiting for it would be forever."""
+    quotas = [quota("alice-lab", 4, 4), quota("bob-lab", 0, 16)]
+    queued = [_victim(1), job(1, "alice-lab", gpus=8, submit=NOW - 10)]
+    decisions = schedule(snapshot(queued, [], [node("n1", 8)], quotas), config())
+    assert [a.job_id for a in decisions.admissions] == [10]
+    assert decisions.pending[1].reason.code is ReasonCode.NEVER_FITS
+
+
+def test_in_a_replay_one_preemption_buys_the_claimant_its_gpus() -> None:
+    """bob borrows the only node; alice's job within her guarantee reclaims it. When bob's
+    grace period ends, his job (submitted first, so first under fifo) is back in the queue:
+    it must let alice start there, not take the node back and be preempted again (before, it
+    did, twice: then, stopped `max_preemptions` times, it ran to its end and alice waited
+    10,300 s)."""
+    trace = Trace(
+        jobs=(
+            TraceJob(job(10, "bob-lab", gpus=8, submit=0.0, limit=20_000), 5000.0),
+            TraceJob(job(1, "alice-lab", gpus=8, submit=10.0, limit=5000), 100.0),
+        ),
+        nodes=(node("n1", 8),),
+        teams=(),
+        quotas=tuple(QUOTAS),
+    )
+    result = simulate(trace, config(policy=Policy.FIFO, preemption_grace_s=300.0))
+    outcomes = {o.job_id: o for o in result.outcomes}
+    assert outcomes[1].start == 310.0  # at the end of bob's grace period
+    assert outcomes[10].preempted == 1
+    assert outcomes[10].end == 410.0 + 5000.0  # it starts again when alice's job ends
