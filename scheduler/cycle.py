@@ -6,6 +6,10 @@ each job: quota, then placement now (possibly on GPUs lent from reservations tha
 job's runtime limit), then preemption, and otherwise a reservation (up to `max_reservations` per
 GPU type) so that later, smaller jobs only backfill where they do not delay it.
 
+A job whose preemption victims have stopped goes first, until it starts; the victims, back in
+the queue, do not start before it (`JobRequest.yields_to`): a preemption buys its claimant the
+GPUs it freed.
+
 Once nothing left in a stream can start or preempt this cycle, the rest of the stream is only
 explained (no placement, preemption or reservation) or, with `explain` off (the simulator's cheap
 cycles), skipped; so the decisions are the same either way.
@@ -46,6 +50,12 @@ class Cycle:
             self.running.setdefault(running.job.gpu_type, []).append(running)
             if running.grace_until is not None and running.preempted_for is not None:
                 self.claims.setdefault(running.preempted_for, []).append(running)
+        by_id = queue.by_id
+        self.first = {claimant for claimant in queue.yielded_to if claimant in by_id}
+        """Jobs whose victims have stopped: they go first, so the GPUs the preemption freed are
+        theirs (else a job ahead of them in policy order could take them, and the preemption
+        would have bought nothing), until they start."""
+        self.first_streams = {(by_id[c].team, by_id[c].gpu_type) for c in self.first}
         self.admitted: dict[str, list[tuple[float, JobId, Placement]]] = {}
         self.stopped: dict[JobId, float] = {}
         self.started: list[RunningJob] = []
@@ -82,7 +92,7 @@ class Cycle:
         if self.config.starvation_after_s is not None:
             cutoff = self.now - self.config.starvation_after_s
         streams = self.queue.sorted_streams()
-        orders = [stream.in_order(cutoff) for stream in streams]
+        orders = [self._in_order(stream, cutoff) for stream in streams]
         positions = [0] * len(streams)
         version = self.ledger.version
         heap = [(self._key(o[0], cutoff), i, version(o[0].team)) for i, o in enumerate(orders)]
@@ -148,8 +158,19 @@ class Cycle:
         self.visited.append(job)
         self.visit_keys.append(key)
 
+    def _in_order(self, stream: Stream, cutoff: float | None) -> list[JobRequest]:
+        """The stream's order this cycle: its claimants first (see `first`), then aged jobs."""
+        order = stream.in_order(cutoff)
+        if stream.key not in self.first_streams:
+            return order
+        return [j for j in order if j.id in self.first] + [
+            j for j in order if j.id not in self.first
+        ]
+
     def _key(self, head: JobRequest, cutoff: float | None) -> tuple[Any, ...]:
         aged = 0 if cutoff is not None and head.submit_time <= cutoff else 1
+        if self.first and head.id in self.first:
+            aged = -1
         job_order = (-head.priority, head.submit_time, head.id)
         policy = self.config.policy
         if policy is Policy.FAIR:

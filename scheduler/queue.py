@@ -106,6 +106,8 @@ class QueueIndex:
         self.streams: dict[StreamKey, Stream] = {}
         self.size = 0
         self.by_id: dict[JobId, JobRequest] = {}
+        self.yielded_to: Counter[JobId] = Counter()
+        """Claimant -> queued jobs that were preempted for it (`JobRequest.yields_to`)."""
 
     @classmethod
     def from_jobs(cls, jobs: Iterable[JobRequest]) -> QueueIndex:
@@ -124,6 +126,7 @@ class QueueIndex:
             stream.submit_time = Smallest.of(job.submit_time for job in members)
             index.size += len(members)
             index.by_id.update((job.id, job) for job in members)
+            index.yielded_to.update(job.yields_to for job in members if job.yields_to is not None)
         return index
 
     def add(self, job: JobRequest) -> None:
@@ -134,6 +137,8 @@ class QueueIndex:
         stream.add(job)
         self.size += 1
         self.by_id[job.id] = job
+        if job.yields_to is not None:
+            self.yielded_to[job.yields_to] += 1
 
     def remove(self, job: JobRequest) -> None:
         stream = self.streams.get((job.team, job.gpu_type))
@@ -142,7 +147,11 @@ class QueueIndex:
             stream.remove(job)
             self.size -= before - len(stream.jobs)
             if before > len(stream.jobs):
-                del self.by_id[job.id]
+                removed = self.by_id.pop(job.id)
+                if removed.yields_to is not None:
+                    self.yielded_to[removed.yields_to] -= 1
+                    if not self.yielded_to[removed.yields_to]:
+                        del self.yielded_to[removed.yields_to]
 
     def sorted_streams(self) -> list[Stream]:
         return [self.streams[key] for key in sorted(self.streams) if self.streams[key].jobs]

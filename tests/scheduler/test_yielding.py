@@ -8,24 +8,36 @@ job: two preemptions, twice the work thrown away, and the claimant no better off
 from dataclasses import replace
 
 from scheduler import JobRequest, Policy, ReasonCode, schedule
+from scheduler.queue import QueueIndex
 from scheduler.simulate import Trace, TraceJob, simulate
 from tests.scheduler.builders import NOW, config, job, node, quota, snapshot
 
-QUOTAS = [quota("alice-lab", 8, 16), quota("bob-lab", 0, 16)]
+QUOTAS = [quota("alice-lab", 8, 16), quota("bob-lab", 0, 16), quota("carol-lab", 8, 16)]
 
 
-def _victim(claimant: int | None) -> JobRequest:
+def _victim(claimant: int | None, gpus: int = 8) -> JobRequest:
     """bob's job, stopped for `claimant` and queued again; submitted long before alice's."""
-    return replace(job(10, "bob-lab", gpus=8, submit=NOW - 5000), yields_to=claimant)
+    return replace(job(10, "bob-lab", gpus=gpus, submit=NOW - 5000), yields_to=claimant)
 
 
 def test_a_preempted_job_waits_while_its_claimant_does() -> None:
-    queued = [_victim(1), job(1, "alice-lab", gpus=8, submit=NOW - 10)]
-    decisions = schedule(snapshot(queued, [], [node("n1", 8)], QUOTAS), config())
-    assert [a.job_id for a in decisions.admissions] == [1]
+    """alice's job does not fit yet (4 GPUs free, it needs 8); bob's would, but waits."""
+    queued = [_victim(1, gpus=4), job(1, "alice-lab", gpus=8, submit=NOW - 10)]
+    decisions = schedule(snapshot(queued, [], [node("n1", 4)], QUOTAS), config())
+    assert decisions.admissions == []
     reason = decisions.pending[10].reason
     assert reason.code is ReasonCode.YIELDING and reason.figures == {"for_job": 1}
     assert reason.message == "preempted for job 1, which starts first"
+
+
+def test_the_claimant_goes_first_to_the_gpus_its_preemption_freed() -> None:
+    """carol's job came before alice's in fifo order, and would take the node bob's job was
+    stopped to free for alice: then the preemption would have bought alice nothing."""
+    carol = job(20, "carol-lab", gpus=8, submit=NOW - 60)
+    queued = [_victim(1), carol, job(1, "alice-lab", gpus=8, submit=NOW - 10)]
+    decisions = schedule(snapshot(queued, [], [node("n1", 8)], QUOTAS), config(policy=Policy.FIFO))
+    assert [a.job_id for a in decisions.admissions] == [1]
+    assert decisions.pending[20].reason.code is ReasonCode.PRIORITY
 
 
 def test_it_starts_once_its_claimant_has_left_the_queue() -> None:
@@ -70,3 +82,13 @@ def test_in_a_replay_one_preemption_buys_the_claimant_its_gpus() -> None:
     assert outcomes[1].start == 310.0  # at the end of bob's grace period
     assert outcomes[10].preempted == 1
     assert outcomes[10].end == 410.0 + 5000.0  # it starts again when alice's job ends
+
+
+def test_the_queue_keeps_count_of_who_yields_to_whom() -> None:
+    index = QueueIndex.from_jobs([_victim(1), job(1, "alice-lab", gpus=8)])
+    assert index.yielded_to == {1: 1}
+    # Removed as the simulator and the controller remove it: by a request without the link.
+    index.remove(job(10, "bob-lab", gpus=8, submit=NOW - 5000))
+    assert index.yielded_to == {} and set(index.by_id) == {1}
+    index.add(_victim(1))
+    assert index.yielded_to == {1: 1} and set(index.by_id) == {1, 10}
