@@ -60,7 +60,6 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
         latest.update(_latest(cycle, gpu_type, waiting))
         expected.update(_expected(cycle, gpu_type, waiting, holders))
         bounds[gpu_type] = _lower_bound(cycle, gpu_type)
-    elsewhere: dict[str, LowerBound] = {}
     pending: dict[JobId, Pending] = {}
     releases: Releases | None = None
     reasons, now, reserved = cycle.reasons, cycle.now, cycle.reserved
@@ -80,8 +79,6 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
                 # a reservation holds: backfill cannot delay the job past it
                 projected = last if projected is None or projected > last else projected
             guess = projected if projected > now else now
-            if reason.code is ReasonCode.PREEMPTING:
-                guess = _claimant_start(cycle, job, guess, elsewhere)
             size = (job.gpu_type, job.nodes * job.gpus_per_node)
             if size not in floors:
                 floors[size] = bounds[size[0]].earliest(size[1], now)
@@ -147,24 +144,6 @@ def _lower_bound(cycle: Cycle, gpu_type: str) -> LowerBound:
         for end, _, placement in cycle.ends(gpu_type, _expected_end(cycle.now))
     ]
     return LowerBound(pool.free_total + pool.held_total, ends)
-
-
-def _claimant_start(
-    cycle: Cycle, job: JobRequest, guess: float, elsewhere: dict[str, LowerBound]
-) -> float:
-    """A job waiting for its victims to stop starts as soon as enough GPUs free anywhere (the
-    cycle places a claimant wherever it fits first): the sooner of its projected start (at
-    most the grace deadline) and when GPUs that are free, not held for others, and those of
-    running jobs' expected ends first add up to its request. It counts GPUs, not nodes."""
-    bound = elsewhere.get(job.gpu_type)
-    if bound is None:
-        ends = [
-            (end, sum(g for _, g in placement))
-            for end, _, placement in cycle.ends(job.gpu_type, _expected_end(cycle.now))
-        ]
-        bound = elsewhere[job.gpu_type] = LowerBound(cycle.pools[job.gpu_type].free_total, ends)
-    sooner = bound.earliest(job.gpus, cycle.now)
-    return guess if sooner is None else max(cycle.now, min(guess, sooner))
 
 
 def _waiting_for_own(now: float, job: JobRequest, reason: Reason, releases: Releases) -> When:
