@@ -118,13 +118,20 @@ def learnt_runtimes(now: datetime) -> RuntimeHistory:
         .filter(newest__lte=WINDOW)
         .order_by("finished_at", "id")
         .values_list(
-            "owner__username", "image", "nodes", "gpus_per_node", "started_at", "finished_at"
+            "owner__username",
+            "image",
+            "nodes",
+            "gpus_per_node",
+            "started_at",
+            "finished_at",
+            "max_runtime",
         )
     )
     history = RuntimeHistory()
-    for member, image, nodes, gpus, started, finished in rows:
+    for member, image, nodes, gpus, started, finished, limit in rows:
         assert started is not None and finished is not None  # filtered above
-        history.record_run(member, image, nodes, gpus, (finished - started).total_seconds())
+        runtime = (finished - started).total_seconds()
+        history.record_run(member, image, nodes, gpus, runtime, float(limit))
     return history
 
 

@@ -2,10 +2,14 @@
 instead of trusting the runtime limit (users overstate limits by 1.5-4 x, and most jobs end far
 sooner).
 
-A prediction is the mean of the last `WINDOW` runtimes of the narrowest key that has
-`MIN_SAMPLES`: the member's jobs of the same image and size, else of the same size, else all the
-member's jobs; capped by the job's limit. The mean, not the median: an estimated start adds up
-many jobs' ends, and with runtimes as skewed as real ones the median of each understates the sum.
+A prediction comes from the last `WINDOW` runs of the narrowest key that has `MIN_SAMPLES`: the
+member's jobs of the same image and size, else of the same size, else all the member's jobs;
+capped by the job's limit. Two predictors are kept, and each key uses the one that would have
+been nearer on its own runs (leave one out): the mean runtime (members whose jobs run about as
+long whatever limit they ask), or the job's limit times the mean share of their limits the runs
+used (members who size their limits to the job). The mean, not the median: an estimated start
+adds up many jobs' ends, and with runtimes as skewed as real ones the median of each
+understates the sum.
 Estimates use predictions; admission and backfill keep to the limits (a wrong prediction must
 never delay a reserved job).
 """
@@ -27,26 +31,72 @@ def _keys(member: str, image: str, nodes: int, gpus_per_node: int) -> tuple[Key,
     return ((member, image, size), (member, size), (member,))
 
 
+class _Runs:
+    """One key's last runs, and which predictor serves it (decided again after each run)."""
+
+    def __init__(self) -> None:
+        self.runtimes: deque[float] = deque(maxlen=WINDOW)
+        self.shares: deque[float] = deque(maxlen=WINDOW)
+        """Each run's runtime over its limit."""
+        self._by_share: bool | None = None
+
+    def add(self, runtime_s: float, limit_s: float) -> None:
+        self.runtimes.append(runtime_s)
+        self.shares.append(runtime_s / limit_s if limit_s > 0 else 1.0)
+        self._by_share = None
+
+    def predict(self, limit_s: float) -> float:
+        if self._by_share is None:
+            self._by_share = _share_is_nearer(self.runtimes, self.shares)
+        if self._by_share:
+            return limit_s * sum(self.shares) / len(self.shares)
+        return sum(self.runtimes) / len(self.runtimes)
+
+
+def _share_is_nearer(runtimes: deque[float], shares: deque[float]) -> bool:
+    """Would the mean share of the limit have predicted these runs better than the mean
+    runtime, each run predicted from the others?"""
+    others = len(runtimes) - 1
+    runtime_total, share_total = sum(runtimes), sum(shares)
+    by_mean = by_share = 0.0
+    for runtime, share in zip(runtimes, shares, strict=True):
+        limit = runtime / share if share else 0.0
+        by_mean += abs(runtime - (runtime_total - runtime) / others)
+        by_share += abs(runtime - limit * (share_total - share) / others)
+    return by_share < by_mean
+
+
 class RuntimeHistory:
     def __init__(self) -> None:
-        self._runs: dict[Key, deque[float]] = {}
+        self._runs: dict[Key, _Runs] = {}
 
     def record(self, job: JobRequest, runtime_s: float) -> None:
         """A run of `job` that ended by itself after `runtime_s` (not one cut short)."""
-        self.record_run(job.member, job.image, job.nodes, job.gpus_per_node, runtime_s)
+        self.record_run(
+            job.member, job.image, job.nodes, job.gpus_per_node, runtime_s, job.runtime_limit_s
+        )
 
     def record_run(
-        self, member: str, image: str, nodes: int, gpus_per_node: int, runtime_s: float
+        self,
+        member: str,
+        image: str,
+        nodes: int,
+        gpus_per_node: int,
+        runtime_s: float,
+        limit_s: float,
     ) -> None:
         """`record` from a finished job's fields (the controller reads them as rows)."""
         for key in _keys(member, image, nodes, gpus_per_node):
-            self._runs.setdefault(key, deque(maxlen=WINDOW)).append(runtime_s)
+            runs = self._runs.get(key)
+            if runs is None:
+                runs = self._runs[key] = _Runs()
+            runs.add(runtime_s, limit_s)
 
     def predict(self, job: JobRequest) -> float | None:
         for key in _keys(job.member, job.image, job.nodes, job.gpus_per_node):
             runs = self._runs.get(key)
-            if runs is not None and len(runs) >= MIN_SAMPLES:
-                return min(sum(runs) / len(runs), job.runtime_limit_s)
+            if runs is not None and len(runs.runtimes) >= MIN_SAMPLES:
+                return min(runs.predict(job.runtime_limit_s), job.runtime_limit_s)
         return None
 
     def predicted(self, job: JobRequest) -> JobRequest:

@@ -104,21 +104,22 @@ def test_reading_only_the_newest_runs_of_each_key_learns_what_recording_all_woul
     world: World,
 ) -> None:
     now = timezone.now()
-    runs: list[tuple[str, int, float]] = []  # (image, gpus per node, runtime), oldest first
+    runs: list[tuple[str, int, float, int]] = []  # (image, GPUs per node, runtime, limit)
     ago = 100_000.0
     for i in range(90):  # 30 runs of img-0 and of img-1 on 8 GPUs: more than a key keeps
         image = f"img-{i % 2}" if i < 80 else "img-late"
         gpus = 8 if i % 4 else 2
         runtime = 60.0 + 37 * i + (3000 if i % 7 == 0 else 0)
-        runs.append((image, gpus, runtime))
-        _ran(world, now, runtime, ago, image=image, gpus_per_node=gpus)
+        limit = 3600 * (1 + i % 3) if i % 5 else 2 * 3600 + int(runtime)
+        runs.append((image, gpus, runtime, limit))
+        _ran(world, now, runtime, ago, image=image, gpus_per_node=gpus, max_runtime=limit)
         ago -= 1000
     for _ in range(2):  # submitted too long ago to count
         _ran(world, now, 5.0, LEARNT_FROM_S, image="img-old", gpus_per_node=8)
 
     everything = RuntimeHistory()
-    for image, gpus, runtime in runs:
-        everything.record_run("bob", image, 1, gpus, runtime)
+    for image, gpus, runtime, limit in runs:
+        everything.record_run("bob", image, 1, gpus, runtime, limit)
     learnt = learnt_runtimes(now)
     asked = [
         _job(world, image=image, gpus_per_node=gpus)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from scheduler import PolicyConfig, ReasonCode, schedule
 from scheduler.config import Policy
 from scheduler.history import RuntimeHistory
@@ -44,6 +46,24 @@ def test_learnt_runtimes_are_used_where_history_exists_and_the_limit_otherwise()
     assert history.predicted(bob).expected_runtime_s is None  # the limit stands
     short = job(3, limit=150.0)
     assert history.predicted(short).expected_runtime_s == 150.0  # capped by its limit
+
+
+def test_a_member_whose_jobs_run_as_long_whatever_the_limit_is_predicted_the_mean() -> None:
+    history = RuntimeHistory()
+    for runtime, limit in ((300.0, 3600.0), (310.0, 7200.0), (290.0, 1800.0)):
+        history.record_run("alice", "train", 1, 1, runtime, limit)
+    asked = replace(job(1, member="alice", limit=7200.0), image="train")
+    assert history.predict(asked) == pytest.approx(300.0)
+
+
+def test_a_member_who_sizes_limits_to_the_job_is_predicted_a_share_of_the_limit() -> None:
+    """Each run took half its limit: a job asking 4,000 s is expected to take 2,000 s (the
+    mean runtime, 1,500 s, would be further off on every past run)."""
+    history = RuntimeHistory()
+    for runtime, limit in ((1000.0, 2000.0), (3000.0, 6000.0), (500.0, 1000.0)):
+        history.record_run("alice", "train", 1, 1, runtime, limit)
+    asked = replace(job(1, member="alice", limit=4000.0), image="train")
+    assert history.predict(asked) == pytest.approx(2000.0)
 
 
 def test_the_estimate_uses_the_learnt_runtime_of_the_job_ahead() -> None:
