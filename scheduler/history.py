@@ -32,38 +32,41 @@ def _keys(member: str, image: str, nodes: int, gpus_per_node: int) -> tuple[Key,
 
 
 class _Runs:
-    """One key's last runs, and which predictor serves it (decided again after each run)."""
+    """One key's last runs, and the predictor that serves it (chosen again after each run)."""
 
     def __init__(self) -> None:
         self.runtimes: deque[float] = deque(maxlen=WINDOW)
-        self.shares: deque[float] = deque(maxlen=WINDOW)
-        """Each run's runtime over its limit."""
-        self._by_share: bool | None = None
+        self.limits: deque[float] = deque(maxlen=WINDOW)
+        self._fit: tuple[bool, float] | None = None
+        """(by share of the limit?, the mean share or the mean runtime)"""
 
     def add(self, runtime_s: float, limit_s: float) -> None:
         self.runtimes.append(runtime_s)
-        self.shares.append(runtime_s / limit_s if limit_s > 0 else 1.0)
-        self._by_share = None
+        self.limits.append(max(limit_s, runtime_s, 1e-9))
+        self._fit = None
 
     def predict(self, limit_s: float) -> float:
-        if self._by_share is None:
-            self._by_share = _share_is_nearer(self.runtimes, self.shares)
-        if self._by_share:
-            return limit_s * sum(self.shares) / len(self.shares)
-        return sum(self.runtimes) / len(self.runtimes)
+        if self._fit is None:
+            self._fit = _fit(self.runtimes, self.limits)
+        by_share, mean = self._fit
+        return limit_s * mean if by_share else mean
 
 
-def _share_is_nearer(runtimes: deque[float], shares: deque[float]) -> bool:
-    """Would the mean share of the limit have predicted these runs better than the mean
-    runtime, each run predicted from the others?"""
+def _fit(runtimes: deque[float], limits: deque[float]) -> tuple[bool, float]:
+    """The mean share of the limit if it would have predicted these runs better than the mean
+    runtime, each run predicted from the others; else the mean runtime."""
     others = len(runtimes) - 1
+    if others < 1:
+        return False, sum(runtimes) / max(len(runtimes), 1)
+    shares = [runtime / limit for runtime, limit in zip(runtimes, limits, strict=True)]
     runtime_total, share_total = sum(runtimes), sum(shares)
     by_mean = by_share = 0.0
-    for runtime, share in zip(runtimes, shares, strict=True):
-        limit = runtime / share if share else 0.0
+    for runtime, limit, share in zip(runtimes, limits, shares, strict=True):
         by_mean += abs(runtime - (runtime_total - runtime) / others)
         by_share += abs(runtime - limit * (share_total - share) / others)
-    return by_share < by_mean
+    if by_share < by_mean:
+        return True, share_total / len(shares)
+    return False, runtime_total / len(runtimes)
 
 
 class RuntimeHistory:
