@@ -88,10 +88,24 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
         elif reason.code in _OWN_HOLDINGS:
             releases = releases or Releases(holdings)
             when = _waiting_for_own(now, job, reason, releases)
+        if reason.code is ReasonCode.YIELDING:  # its claimant went first: it is in `pending`
+            when = _not_before(when, pending.get(int(reason.figures["for_job"])))
         # its place in the whole queue and in its team's, in the policy's order
         in_team[job.team] = in_team.get(job.team, 0) + 1
         pending[job_id] = Pending(reason, *when, position, in_team[job.team])
     return pending
+
+
+def _not_before(when: When, claimant: Pending | None) -> When:
+    """A job yielding to its claimant starts no sooner than the claimant, bound by bound."""
+    start, bounds = when
+    if claimant is None or start is None or bounds is None:
+        return when
+    other, other_bounds = claimant.estimated_start, claimant.estimated_start_range
+    if other is None or other_bounds is None:
+        return when
+    (low, high), (other_low, other_high) = bounds, other_bounds
+    return max(start, other), (max(low, other_low), max(high, other_high))
 
 
 def _free_of_holds(cycle: Cycle, gpu_type: str) -> NodePool:

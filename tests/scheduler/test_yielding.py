@@ -10,7 +10,7 @@ from dataclasses import replace
 from scheduler import JobRequest, Policy, ReasonCode, schedule
 from scheduler.queue import QueueIndex
 from scheduler.simulate import Trace, TraceJob, simulate
-from tests.scheduler.builders import NOW, config, job, node, quota, snapshot
+from tests.scheduler.builders import NOW, config, job, node, quota, running, snapshot
 
 QUOTAS = [quota("alice-lab", 8, 16), quota("bob-lab", 0, 16), quota("carol-lab", 8, 16)]
 
@@ -92,3 +92,20 @@ def test_the_queue_keeps_count_of_who_yields_to_whom() -> None:
     assert index.yielded_to == {} and set(index.by_id) == {1}
     index.add(_victim(1))
     assert index.yielded_to == {1: 1} and set(index.by_id) == {1, 10}
+
+
+def test_a_yielding_job_is_told_no_sooner_than_its_claimant() -> None:
+    """alice's job waits for n1's 8 GPUs (free in 1,000 s); bob's 4-GPU job could have n2's
+    GPUs sooner (in 100 s), but waits for alice's to start first."""
+    holders = [
+        running(job(30, "carol-lab", gpus=8, limit=1000.0), {"n1": 8}, started=NOW),
+        running(job(31, "carol-lab", gpus=8, limit=100.0), {"n2": 8}, started=NOW),
+    ]
+    queued = [_victim(1, gpus=4), job(1, "alice-lab", gpus=8, nodes=2, submit=NOW - 10)]
+    nodes = [node("n1", 0), node("n2", 0)]
+    decisions = schedule(snapshot(queued, holders, nodes, QUOTAS), config())
+    claimant, victim = decisions.pending[1], decisions.pending[10]
+    assert victim.reason.code is ReasonCode.YIELDING
+    assert claimant.estimated_start == NOW + 1000
+    assert victim.estimated_start == NOW + 1000
+    assert victim.estimated_start_range == claimant.estimated_start_range
