@@ -86,7 +86,7 @@ def _pending(cycle: Cycle) -> dict[JobId, Pending]:
             earliest = guess if floor is None or floor >= guess else max(now, floor)
             when = (guess, (earliest, last if last > guess else guess))
         elif reason.code in _OWN_HOLDINGS:
-            releases = releases or Releases(holdings)
+            releases = releases or Releases(holdings, now)
             when = _waiting_for_own(now, job, reason, releases)
         if reason.code is ReasonCode.YIELDING:  # its claimant went first: it is in `pending`
             when = _not_before(when, pending.get(int(reason.figures["for_job"])))

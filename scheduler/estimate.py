@@ -144,9 +144,10 @@ class LowerBound:
 
 
 class Releases:
-    """When a team (of one GPU type) or a member (in one team) gives GPUs back."""
+    """When a team (of one GPU type) or a member (in one team) gives GPUs back, as of `now`."""
 
-    def __init__(self, holdings: Sequence[RunningJob]) -> None:
+    def __init__(self, holdings: Sequence[RunningJob], now: float) -> None:
+        self._now = now
         self._holdings: dict[tuple[str, str, bool], list[RunningJob]] = {}
         for running in holdings:
             job = running.job
@@ -172,7 +173,10 @@ class Releases:
         key = (team, scope, by_member, pessimistic)
         curve = self._curves.get(key)
         if curve is None:
-            end_of = RunningJob.end_by_limit if pessimistic else RunningJob.end_expected
-            ends = sorted((end_of(r), r.job.gpus) for r in self._holdings.get(key[:3], []))
+            holdings, now = self._holdings.get(key[:3], []), self._now
+            if pessimistic:
+                ends = sorted((r.end_by_limit(), r.job.gpus) for r in holdings)
+            else:  # a job past its predicted end is expected to run on (`end_expected`)
+                ends = sorted((r.end_expected(now), r.job.gpus) for r in holdings)
             curve = self._curves[key] = ([e for e, _ in ends], list(accumulate(g for _, g in ends)))
         return curve

@@ -213,3 +213,20 @@ def test_a_running_job_is_expected_to_run_on_only_once_past_its_prediction() -> 
     assert halfway.end_expected(NOW) == NOW + 40  # its prediction, not twice what it has run
     overrun = running(predicted, {"n1": 1}, started=NOW - 150)
     assert overrun.end_expected(NOW) == NOW + 150  # past it: as long again as it has run
+
+
+def test_a_job_over_its_quota_is_not_told_now_when_its_team_overran_a_prediction() -> None:
+    """alice's running job was predicted to take 500 s and has run 1,000: it is expected to run
+    as long again (`RunningJob.end_expected`), so her next job, held by her team's limit,
+    starts then, not at once (it was told "now", cycle after cycle)."""
+    ahead = replace(job(1, gpus=8, limit=10_000.0), expected_runtime_s=500.0)
+    state = snapshot(
+        queued=[job(2, gpus=8)],
+        running_jobs=[running(ahead, {"n1": 8}, started=NOW - 1000)],
+        nodes=[node("n1", 0), node("n2", 8)],
+        quotas=[quota("alice-lab", 8, 8)],
+    )
+    waiting = schedule(state, PolicyConfig()).pending[2]
+    assert waiting.reason.code is ReasonCode.QUOTA_EXHAUSTED
+    assert waiting.estimated_start == NOW + 1000
+    assert waiting.estimated_start_range == (NOW + 1000, NOW - 1000 + 10_000)
