@@ -9,7 +9,7 @@ been nearer on its own runs (leave one out): the mean runtime (members whose job
 long whatever limit they ask), or the job's limit times the mean share of their limits the runs
 used (members who size their limits to the job). The mean, not the median: an estimated start
 adds up many jobs' ends, and with runtimes as skewed as real ones the median of each
-understates the sum.
+understates the sum (medians were measured worse: docs/decisions/0010).
 Estimates use predictions; admission and backfill keep to the limits (a wrong prediction must
 never delay a reserved job).
 """
@@ -42,7 +42,7 @@ class _Runs:
 
     def add(self, runtime_s: float, limit_s: float) -> None:
         self.runtimes.append(runtime_s)
-        self.limits.append(max(limit_s, runtime_s, 1e-9))
+        self.limits.append(max(limit_s, runtime_s, 1e-9))  # a share is at most 1, never x/0
         self._fit = None
 
     def predict(self, limit_s: float) -> float:
