@@ -51,14 +51,7 @@ def forward_starts(
         start, placement = found
         starts[job.id] = start
         sweep.occupy(job.id, placement, start + duration(job))
-    if len(waiting) > DETAILED:
-        counting = sweep.counting()
-        for job in waiting[DETAILED:]:
-            reservation = reserved.get(job.id)
-            tail_start = reservation[0] if reservation else counting.find(job.gpus)
-            starts[job.id] = tail_start
-            if tail_start is not None:
-                counting.occupy(job.gpus, tail_start + duration(job))
+    starts.update(_counted_tail(sweep, waiting[DETAILED:], duration, reserved))
     return starts
 
 
@@ -116,13 +109,28 @@ def backfilled_starts(
         remaining = left
     for job in remaining:
         starts[job.id] = None
-    if len(waiting) > DETAILED:
-        counting = sweep.counting()
-        for job in waiting[DETAILED:]:
-            tail_start = counting.find(job.gpus)
-            starts[job.id] = tail_start
-            if tail_start is not None:
-                counting.occupy(job.gpus, tail_start + duration(job))
+    starts.update(_counted_tail(sweep, waiting[DETAILED:], duration, {}))
+    return starts
+
+
+def _counted_tail(
+    sweep: Sweep,
+    tail: Sequence[JobRequest],
+    duration: Callable[[JobRequest], float],
+    reserved: Reserved,
+) -> dict[JobId, float | None]:
+    """The queue past the first DETAILED jobs, projected on GPU counts from where `sweep` is
+    (a reserved job starts at its reservation)."""
+    starts: dict[JobId, float | None] = {}
+    if not tail:
+        return starts
+    counting = sweep.counting()
+    for job in tail:
+        reservation = reserved.get(job.id)
+        start = reservation[0] if reservation else counting.find(job.gpus)
+        starts[job.id] = start
+        if start is not None:
+            counting.occupy(job.gpus, start + duration(job))
     return starts
 
 
