@@ -12,6 +12,13 @@ RUN apt-get update \
 RUN python -m venv /opt/venv
 COPY requirements.txt /tmp/requirements.txt
 RUN /opt/venv/bin/pip install -r /tmp/requirements.txt
+# The scheduler compiled by mypyc, about 1.6 x faster a cycle (docs/decisions/0011); CI checks it
+# decides as its source does (tests/scheduler/test_compiled.py). mypy stays in this stage.
+COPY requirements-dev.txt /tmp/requirements-dev.txt
+RUN python -m venv /opt/mypyc \
+    && /opt/mypyc/bin/pip install "$(grep '^mypy==' /tmp/requirements-dev.txt)"
+COPY scheduler /src/scheduler
+RUN cd /src && /opt/mypyc/bin/mypyc scheduler/ && rm -rf build .mypy_cache
 
 # -- run: the interpreter, the virtual environment, the code and its collected static files -------
 FROM ${PYTHON_IMAGE} AS run
@@ -27,6 +34,8 @@ RUN groupadd --system --gid 10001 portal \
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY . .
+COPY --from=build /src/*.so /app/
+COPY --from=build /src/scheduler/*.so /app/scheduler/
 # Byte-compiled and collected at build: at run time the root file system may be read-only
 # (the translation catalogues are committed compiled).
 RUN python -m compileall -q -j 0 /app \

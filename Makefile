@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: demo test lint typecheck pytest bench messages cli-messages
+.PHONY: demo test lint typecheck pytest bench messages cli-messages compiled interpreted
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ pytest: $(VENV)/.dev
 	$(PY) -m pytest
 
 test: lint typecheck pytest
+
+# Optional: the scheduler compiled by mypyc, as the production image runs it (about 1.6 x faster
+# a cycle). The compiled modules shadow the source: after changing scheduler/, run it again (the
+# package refuses to import an older build), or `make interpreted` to go back to the source.
+compiled: $(VENV)/.dev
+	$(VENV)/bin/mypyc scheduler/
+
+interpreted:
+	rm -rf scheduler/*.so ./*__mypyc.*.so build/
 
 # For maintainers, after changing user-facing text: needs gettext's tools (xgettext, msgfmt).
 # The compiled catalogs are committed, so `make test` and `make demo` need no gettext tools.

@@ -8,7 +8,14 @@ scale and replayed over traces and what-if quota changes (design section 5).
 The controller applies `decisions.preemptions` (tell victims to stop by `grace_until`), then
 `decisions.admissions` (create the pods on the given nodes), and shows `decisions.pending` to
 users. `simulate(trace, config)` runs a workload through the same function in simulated time.
+
+The production image runs this package compiled by mypyc (`make compiled` builds it here; the
+same source, about 1.6 x faster a cycle: docs/decisions/0011-compiled-scheduler.md). A compiled
+module shadows its source, so importing the package refuses compiled modules older than their
+source: they would run code that is no longer there.
 """
+
+from pathlib import Path
 
 from scheduler.config import Policy, PolicyConfig
 from scheduler.decide import decide, schedule
@@ -55,3 +62,23 @@ __all__ = [
     "decide",
     "schedule",
 ]
+
+COMPILED = not __file__.endswith(".py")
+"""Is this package the one mypyc compiled?"""
+
+
+def _stale_builds(package: Path) -> list[str]:
+    """Sources changed after their module was compiled (none where nothing is compiled)."""
+    stale = []
+    for built in package.glob("*.so"):
+        source = package / (built.name.split(".", 1)[0] + ".py")
+        if source.exists() and source.stat().st_mtime > built.stat().st_mtime:
+            stale.append(source.name)
+    return sorted(stale)
+
+
+if _stale := _stale_builds(Path(__file__).parent):
+    raise ImportError(
+        f"scheduler: {', '.join(_stale)} changed after it was compiled; run `make compiled` "
+        "again, or `make interpreted` to run the source"
+    )

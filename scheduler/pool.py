@@ -63,7 +63,9 @@ class NodePool:
         )
 
     def copy(self) -> NodePool:
-        clone = NodePool.__new__(NodePool)
+        # made through __init__ with no nodes, then filled: a class compiled by mypyc (the
+        # production image's scheduler) cannot be made by __new__ alone
+        clone = NodePool({}, self.domains)
         clone.total = self.total
         clone.free = dict(self.free)
         clone.domains = self.domains

@@ -169,6 +169,9 @@ def test_the_image_runs_as_a_user_and_leaves_compilers_behind() -> None:
     assert "build-essential" not in run and "apt-get install" not in run
     assert re.search(r"^USER 10001", run, re.M)
     assert "collectstatic" in run
+    # the scheduler is compiled in the build stage, and only its modules reach the image
+    assert "mypyc scheduler/" in stages[0] and "mypy" not in run
+    assert "COPY --from=build /src/scheduler/*.so /app/scheduler/" in run
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)", dockerfile, re.M)
     assert base and base.group(1).startswith("python:3.11-slim")
     assert all(stage.startswith("${PYTHON_IMAGE} ") for stage in stages)
