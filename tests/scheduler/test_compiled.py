@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench import tracegen
 from bench.replay import load_trace
-from scheduler import Policy, PolicyConfig
+from scheduler import Policy, PolicyConfig, _stale_builds
 from scheduler.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +74,17 @@ def test_the_compiled_scheduler_decides_and_estimates_as_its_source(tmp_path: Pa
     assert len(rows) == 3 * 1000
     assert any(row[4] for row in expected), "the trace should make preemptions"
     assert rows == expected
+
+
+def test_a_compiled_module_older_than_its_source_is_named(tmp_path: Path) -> None:
+    suffix = ".cpython-311-x86_64-linux-gnu.so"
+    for name in ("cycle", "pool", "queue"):
+        (tmp_path / f"{name}.py").write_text("")
+        (tmp_path / f"{name}{suffix}").write_bytes(b"")
+    os.utime(tmp_path / f"cycle{suffix}", (1_000, 1_000))  # built before its source changed
+    (tmp_path / f"orphan{suffix}").write_bytes(b"")  # no source beside it: nothing to compare
+
+    assert _stale_builds(tmp_path) == ["cycle.py"]
+    os.utime(tmp_path / f"cycle{suffix}")  # rebuilt
+    assert _stale_builds(tmp_path) == []
+    assert _stale_builds(ROOT / "scheduler") == []  # this checkout's own, if it has any
