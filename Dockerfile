@@ -12,7 +12,7 @@ RUN apt-get update \
 RUN python -m venv /opt/venv
 COPY requirements.txt /tmp/requirements.txt
 RUN /opt/venv/bin/pip install -r /tmp/requirements.txt
-# The scheduler compiled by mypyc, about 1.6 x faster a cycle (docs/decisions/0011); CI checks it
+# The scheduler compiled by mypyc, about 1.5 x faster a cycle (docs/decisions/0011); CI checks it
 # decides as its source does (tests/scheduler/test_compiled.py). mypy stays in this stage.
 COPY requirements-dev.txt /tmp/requirements-dev.txt
 RUN python -m venv /opt/mypyc \

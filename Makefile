@@ -31,7 +31,7 @@ pytest: $(VENV)/.dev
 
 test: lint typecheck pytest
 
-# Optional: the scheduler compiled by mypyc, as the production image runs it (about 1.6 x faster
+# Optional: the scheduler compiled by mypyc, as the production image runs it (about 1.5 x faster
 # a cycle). The compiled modules shadow the source: after changing scheduler/, run it again (the
 # package refuses to import an older build), or `make interpreted` to go back to the source.
 compiled: $(VENV)/.dev

@@ -10,7 +10,7 @@ The controller applies `decisions.preemptions` (tell victims to stop by `grace_u
 users. `simulate(trace, config)` runs a workload through the same function in simulated time.
 
 The production image runs this package compiled by mypyc (`make compiled` builds it here; the
-same source, about 1.6 x faster a cycle: docs/decisions/0011-compiled-scheduler.md). A compiled
+same source, about 1.5 x faster a cycle: docs/decisions/0011-compiled-scheduler.md). A compiled
 module shadows its source, so importing the package refuses compiled modules older than their
 source: they would run code that is no longer there (the package's only I/O, at import: a look
 at its own files).
