@@ -11,6 +11,12 @@ one, adding and removing the jobs that came and went). Prints p50 / p99 of that 
 goal (100 ms / 300 ms), decisions per second, and beside them `schedule()`, which builds the
 index from the snapshot as well (a caller that keeps nothing). It says which scheduler it timed:
 the source, or the modules `make compiled` builds (as the production image runs it).
+
+    python bench/scheduler_scale.py --compare-compiled 3
+
+compiles a copy of the scheduler (`bench.compiled`) and times it and the source alternately, in
+that many rounds of `--cycles` each, one process per round: the ratio holds on a machine whose
+speed drifts.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import gc
 import json
 import pstats
 import random
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -158,7 +167,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--cycles", type=int, default=50)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--compare-compiled", type=int, metavar="ROUNDS", default=0)
     args = parser.parse_args()
+    if args.compare_compiled:
+        compare_compiled(args.compare_compiled, args.cycles)
+        return
     if args.profile:
         snapshot = build(0)
         cProfile.runctx(
@@ -184,6 +197,48 @@ def main() -> None:
         f"schedule()  p50 {figures['schedule_p50_ms']:.1f} ms, "
         f"p99 {figures['schedule_p99_ms']:.1f} ms (the queue index built in the cycle)"
     )
+
+
+def compare_compiled(rounds: int, cycles: int) -> None:
+    from bench.compiled import compile_scheduler
+
+    with tempfile.TemporaryDirectory() as directory:
+        build = compile_scheduler(Path(directory))
+        runs: dict[str, list[dict[str, float]]] = {"compiled": [], "source": []}
+        for _ in range(rounds):
+            for name, cwd in (("compiled", build), ("source", Path(__file__).parents[1])):
+                figures = _run_in(cwd, cycles)
+                if bool(figures["compiled"]) != (name == "compiled"):
+                    raise SystemExit("this checkout's scheduler is compiled: `make interpreted`")
+                runs[name].append(figures)
+                print(
+                    f"{name:9} p50 {figures['cycle_p50_ms']:7.1f} ms   "
+                    f"p99 {figures['cycle_p99_ms']:7.1f} ms"
+                )
+    p50 = {name: statistics.median(r["cycle_p50_ms"] for r in runs[name]) for name in runs}
+    ratios = [
+        s["cycle_p50_ms"] / c["cycle_p50_ms"]
+        for c, s in zip(runs["compiled"], runs["source"], strict=True)
+    ]
+    print(
+        f"median p50: compiled {p50['compiled']:.1f} ms, source {p50['source']:.1f} ms "
+        f"(goal {GOAL_P50_MS:.0f} ms); source / compiled per round "
+        + ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    )
+
+
+def _run_in(cwd: Path, cycles: int) -> dict[str, float]:
+    """This bench in a process whose `scheduler` is the one in `cwd` (imported first)."""
+    script = (
+        "import runpy, sys, scheduler\n"
+        f"sys.argv = ['scheduler_scale', '--json', '--cycles', '{cycles}']\n"
+        f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, check=True
+    )
+    figures: dict[str, float] = json.loads(ran.stdout)
+    return figures
 
 
 if __name__ == "__main__":

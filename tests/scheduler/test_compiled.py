@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from bench import tracegen
+from bench.compiled import compile_scheduler
 from bench.replay import load_trace
 from scheduler import Policy, PolicyConfig, _stale_builds
 from scheduler.simulate import simulate
@@ -46,18 +46,7 @@ def replays(trace_dir: str) -> list[list[object]]:
 
 def test_the_compiled_scheduler_decides_and_estimates_as_its_source(tmp_path: Path) -> None:
     tracegen.write(tmp_path / "trace", 1000, seed=7, load=1.2)  # queues, preemptions, gangs
-    build = tmp_path / "build"
-    shutil.copytree(
-        ROOT / "scheduler",
-        build / "scheduler",
-        ignore=shutil.ignore_patterns("__pycache__", "*.so"),
-    )
-    mypyc = Path(sys.executable).parent / "mypyc"
-    compiled = subprocess.run(
-        [str(mypyc), "scheduler/"], cwd=build, capture_output=True, text=True, timeout=900
-    )
-    assert compiled.returncode == 0, compiled.stdout[-2000:] + compiled.stderr[-2000:]
-
+    build = compile_scheduler(tmp_path / "build")
     ran = subprocess.run(
         [sys.executable, "-c", IN_COMPILED, str(tmp_path / "trace")],
         cwd=build,  # first on the path: the compiled package shadows the source's
