@@ -64,7 +64,7 @@ __all__ = [
     "schedule",
 ]
 
-COMPILED = not __file__.endswith(".py")
+COMPILED = not __file__.endswith((".py", ".pyc"))
 """Is this package the one mypyc compiled?"""
 
 
