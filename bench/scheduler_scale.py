@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scheduler
+from bench.compiled import ROOT, compile_scheduler
 from scheduler import (
     Decisions,
     JobRequest,
@@ -200,13 +201,11 @@ def main() -> None:
 
 
 def compare_compiled(rounds: int, cycles: int) -> None:
-    from bench.compiled import compile_scheduler
-
     with tempfile.TemporaryDirectory() as directory:
         build = compile_scheduler(Path(directory))
         runs: dict[str, list[dict[str, float]]] = {"compiled": [], "source": []}
         for _ in range(rounds):
-            for name, cwd in (("compiled", build), ("source", Path(__file__).parents[1])):
+            for name, cwd in (("compiled", build), ("source", ROOT)):
                 figures = _run_in(cwd, cycles)
                 if bool(figures["compiled"]) != (name == "compiled"):
                     raise SystemExit("this checkout's scheduler is compiled: `make interpreted`")
